@@ -1,0 +1,301 @@
+//! The command line every pipeline binary gets from `pipelines::main()`:
+//! `dry-run`, `run`, `graph` and `init`, like `spark-pipelines`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::{Error, Result};
+use crate::formats::did_you_mean;
+use crate::graph::PipelineGraph;
+use crate::pipeline::{display_path, Pipeline};
+use crate::plan::ddl::type_to_ddl;
+use crate::render;
+
+/// Command-line arguments of a pipeline binary.
+#[derive(Debug, Parser)]
+#[command(
+    about = "Run, check and inspect this streaming pipeline",
+    long_about = None,
+    disable_version_flag = true
+)]
+pub struct Cli {
+    /// Path of the pipeline spec (default: pipeline.yml or spark-pipeline.yml
+    /// in the current directory or a parent).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub spec: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load the spec and every flow, build the plans and validate the whole
+    /// pipeline without reading or writing any data.
+    DryRun,
+    /// Validate, then run every flow (available-now, in dependency order).
+    Run(RunArgs),
+    /// Print the dataflow graph (Mermaid or Graphviz DOT).
+    Graph {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+        format: GraphFormat,
+    },
+    /// Write a starter project: a spec, a flow file and sample data.
+    Init {
+        /// Pipeline name; also the directory created.
+        #[arg(long)]
+        name: String,
+        /// Directory to create (default: ./<name>).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Options of `run`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct RunArgs {
+    /// Datasets to reset and recompute from scratch (comma separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "DATASETS",
+        conflicts_with = "full_refresh_all"
+    )]
+    pub full_refresh: Vec<String>,
+    /// Reset and recompute every dataset.
+    #[arg(long)]
+    pub full_refresh_all: bool,
+    /// Only update these datasets (comma separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "DATASETS",
+        conflicts_with = "full_refresh_all"
+    )]
+    pub refresh: Vec<String>,
+    /// Keep every flow running on its trigger until Ctrl-C.
+    #[arg(long)]
+    pub continuous: bool,
+}
+
+/// Graph output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// Mermaid flowchart.
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+/// Parses `args` and runs the command; the process entry point.
+pub fn run_cli(pipeline: Pipeline, args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    let code = execute(pipeline, args, &mut out, &mut err);
+    ExitCode::from(code)
+}
+
+/// Runs a command line, writing to `out` and `err`; returns the exit code
+/// (0 success, 1 invalid pipeline or failed run, 2 bad usage).
+pub fn execute(
+    pipeline: Pipeline,
+    args: impl IntoIterator<Item = OsString>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let text = e.render().to_string();
+            let _ = if code == 0 {
+                write!(out, "{text}")
+            } else {
+                write!(err, "{text}")
+            };
+            return code;
+        }
+    };
+    match dispatch(pipeline, cli, out) {
+        Ok(()) => 0,
+        Err(Error::Invalid(diags)) => {
+            let _ = writeln!(err, "{diags}");
+            1
+        }
+        Err(e @ Error::Usage(_)) => {
+            let _ = writeln!(err, "error: {e}");
+            2
+        }
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            1
+        }
+    }
+}
+
+fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
+    let io = |e: std::io::Error| Error::io("<stdout>", e);
+    match cli.command {
+        Command::Init { name, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let written = crate::init::write_project(&name, &dir)?;
+            writeln!(out, "Created pipeline `{name}` in {}:", display_path(&dir)).map_err(io)?;
+            for f in written {
+                writeln!(out, "  {}", display_path(&f)).map_err(io)?;
+            }
+            writeln!(
+                out,
+                "Next: cd {} && cargo run -- dry-run",
+                display_path(&dir)
+            )
+            .map_err(io)?;
+            Ok(())
+        }
+        Command::DryRun => {
+            let (graph, spec_path) = load(&pipeline, cli.spec.as_deref())?;
+            write!(out, "{}", summary(&graph, &spec_path)).map_err(io)?;
+            Ok(())
+        }
+        Command::Graph { format } => {
+            let (graph, _) = load(&pipeline, cli.spec.as_deref())?;
+            let text = match format {
+                GraphFormat::Mermaid => render::mermaid(&graph),
+                GraphFormat::Dot => render::dot(&graph),
+            };
+            write!(out, "{text}").map_err(io)?;
+            Ok(())
+        }
+        Command::Run(args) => {
+            let (graph, _) = load(&pipeline, cli.spec.as_deref())?;
+            check_refresh_selection(&graph, &args)?;
+            Err(Error::Usage(format!(
+                "pipeline `{}` is valid, but this build cannot execute flows yet: the streaming engine is not part of it. Use `dry-run` or `graph`.",
+                graph.name
+            )))
+        }
+    }
+}
+
+/// Loads the spec (resolving `${ENV}` values) and validates the pipeline.
+fn load(pipeline: &Pipeline, explicit: Option<&Path>) -> Result<(PipelineGraph, PathBuf)> {
+    let path = pipeline.locate_spec(explicit)?;
+    let mut spec = crate::spec::load(&path)?;
+    if let Err(errors) = spec.resolve_env_from_process() {
+        let diags =
+            crate::error::Diagnostics(errors.into_iter().map(|e| e.to_diagnostic()).collect());
+        return Err(Error::Invalid(diags));
+    }
+    let graph = pipeline.build(&spec).map_err(Error::Invalid)?;
+    Ok((graph, path))
+}
+
+/// Checks `--full-refresh` / `--refresh` names against the graph.
+pub fn check_refresh_selection(graph: &PipelineGraph, args: &RunArgs) -> Result<()> {
+    let mut problems = Vec::new();
+    for (flag, names) in [
+        ("--full-refresh", &args.full_refresh),
+        ("--refresh", &args.refresh),
+    ] {
+        for n in names {
+            if !graph.datasets.contains_key(n) {
+                let mut msg = format!(
+                    "{flag} names `{n}`, which is not a dataset of pipeline `{}`",
+                    graph.name
+                );
+                if let Some(s) = did_you_mean(n, graph.datasets.keys().map(String::as_str)) {
+                    msg.push_str(&format!("; did you mean `{s}`?"));
+                }
+                problems.push(msg);
+            }
+        }
+    }
+    for n in &args.full_refresh {
+        if args.refresh.contains(n) {
+            problems.push(format!(
+                "`{n}` is in both --full-refresh and --refresh; a full refresh already updates it, keep one"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Usage(problems.join("\nerror: ")))
+    }
+}
+
+/// The dry-run report: what was declared, how flows connect, in what order they run.
+pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
+    let mut s = String::new();
+    let n_datasets = graph.datasets.len();
+    let n_flows = graph.flows.len();
+    s.push_str(&format!(
+        "Pipeline `{}` ({}) is valid: {} dataset{}, {} flow{}. Nothing was read or written.\n",
+        graph.name,
+        display_path(spec_path),
+        n_datasets,
+        if n_datasets == 1 { "" } else { "s" },
+        n_flows,
+        if n_flows == 1 { "" } else { "s" },
+    ));
+    s.push_str("\nDatasets:\n");
+    for d in graph.datasets.values() {
+        let format = d.format();
+        let columns = d
+            .schema
+            .as_ref()
+            .map(|sch| {
+                sch.fields()
+                    .iter()
+                    .map(|f| format!("{} {}", f.name(), type_to_ddl(f.data_type())))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  {:<24} {} ({}){}\n",
+            d.def.name,
+            d.def.dataset_type().describe(),
+            format,
+            if columns.is_empty() {
+                String::new()
+            } else {
+                format!(": {columns}")
+            }
+        ));
+    }
+    s.push_str("\nFlows, in run order:\n");
+    for f in graph.ordered_flows() {
+        let reads: Vec<String> = f
+            .reads
+            .iter()
+            .map(|(n, streaming)| {
+                if *streaming {
+                    format!("{n} (stream)")
+                } else {
+                    n.clone()
+                }
+            })
+            .chain(f.plan.sources().iter().map(|src| src.describe()))
+            .collect();
+        s.push_str(&format!(
+            "  {:<24} {} {} → {}  reads {}  trigger: {}\n",
+            f.def.name,
+            f.output_mode,
+            if f.streaming { "streaming" } else { "batch" },
+            f.def.target,
+            if reads.is_empty() {
+                "nothing".to_string()
+            } else {
+                reads.join(", ")
+            },
+            f.trigger.describe(),
+        ));
+    }
+    s
+}

@@ -1,0 +1,200 @@
+//! Owned declarations of a pipeline's datasets, sinks and flows, whichever
+//! way they were declared: attribute macros, builder calls in `main`, or the
+//! YAML spec. The graph builder works only on these.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Origin, Result};
+use crate::plan::DataFrame;
+use crate::registry::{DatasetDecl, DatasetKind, FlowDecl, FlowKind};
+use crate::session::Session;
+
+/// The boxed form of a query function.
+type QueryClosure = dyn Fn(&Session) -> Result<DataFrame> + Send + Sync;
+
+/// A flow's query function, however it was declared.
+#[derive(Clone)]
+pub struct Query(Arc<QueryClosure>);
+
+impl Query {
+    /// Wraps a closure or function.
+    pub fn new(f: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static) -> Self {
+        Query(Arc::new(f))
+    }
+
+    /// Calls the query function to build the flow's plan.
+    pub fn build(&self, session: &Session) -> Result<DataFrame> {
+        (self.0)(session)
+    }
+}
+
+impl fmt::Debug for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Query(..)")
+    }
+}
+
+/// What a dataset of the graph is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DatasetType {
+    /// A streaming table.
+    StreamingTable,
+    /// A materialized view.
+    MaterializedView,
+    /// A temporary view.
+    TemporaryView,
+    /// An external sink (write-only).
+    Sink,
+}
+
+impl DatasetType {
+    /// Human name, e.g. "streaming table".
+    pub fn describe(&self) -> &'static str {
+        match self {
+            DatasetType::StreamingTable => "streaming table",
+            DatasetType::MaterializedView => "materialized view",
+            DatasetType::TemporaryView => "temporary view",
+            DatasetType::Sink => "sink",
+        }
+    }
+}
+
+impl From<DatasetKind> for DatasetType {
+    fn from(k: DatasetKind) -> Self {
+        match k {
+            DatasetKind::StreamingTable => DatasetType::StreamingTable,
+            DatasetKind::MaterializedView => DatasetType::MaterializedView,
+            DatasetKind::TemporaryView => DatasetType::TemporaryView,
+        }
+    }
+}
+
+/// A dataset or sink of the pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct DatasetDef {
+    /// Name, unique among datasets and sinks.
+    pub name: String,
+    /// Table, view or sink.
+    pub kind: Option<DatasetType>,
+    /// Storage or sink format (`delta`, `parquet`, `kafka`, ...).
+    pub format: Option<String>,
+    /// Explicit storage path.
+    pub path: Option<String>,
+    /// Format options (Spark option names).
+    pub options: BTreeMap<String, String>,
+    /// Partition columns.
+    pub partition_cols: Vec<String>,
+    /// Declared schema (DDL).
+    pub schema: Option<String>,
+    /// Merge keys that make a Delta sink an upsert target.
+    pub merge_keys: Vec<String>,
+    /// Free text description.
+    pub comment: Option<String>,
+    /// Where it was declared.
+    pub origin: Option<Origin>,
+}
+
+impl DatasetDef {
+    /// The dataset's type (streaming table when unset).
+    pub fn dataset_type(&self) -> DatasetType {
+        self.kind.unwrap_or(DatasetType::StreamingTable)
+    }
+
+    /// "streaming table `x`", "sink `y`".
+    pub fn subject(&self) -> String {
+        format!("{} `{}`", self.dataset_type().describe(), self.name)
+    }
+}
+
+/// A flow of the pipeline: a query writing into one target.
+#[derive(Clone, Debug)]
+pub struct FlowDef {
+    /// Name, unique among flows.
+    pub name: String,
+    /// Append (default) or update.
+    pub kind: FlowKind,
+    /// The dataset or sink written to.
+    pub target: String,
+    /// Run a batch query a single time.
+    pub once: bool,
+    /// Free text description.
+    pub comment: Option<String>,
+    /// Per-flow settings (Spark's `spark_conf`).
+    pub conf: BTreeMap<String, String>,
+    /// External checkpoint imported once (update flows).
+    pub import_checkpoint: Option<String>,
+    /// The query function.
+    pub query: Query,
+    /// Where it was declared.
+    pub origin: Option<Origin>,
+    /// True for the implicit flow of a `#[table]`/`#[materialized_view]`/`#[temporary_view]`.
+    pub defines_dataset: bool,
+}
+
+impl FlowDef {
+    /// A new append flow into `target`.
+    pub fn append(name: impl Into<String>, target: impl Into<String>, query: Query) -> Self {
+        FlowDef {
+            name: name.into(),
+            kind: FlowKind::Append,
+            target: target.into(),
+            once: false,
+            comment: None,
+            conf: BTreeMap::new(),
+            import_checkpoint: None,
+            query,
+            origin: None,
+            defines_dataset: false,
+        }
+    }
+
+    /// "flow `x`".
+    pub fn subject(&self) -> String {
+        format!("flow `{}`", self.name)
+    }
+}
+
+impl From<&'static FlowDecl> for FlowDef {
+    fn from(d: &'static FlowDecl) -> Self {
+        FlowDef {
+            name: d.name.to_string(),
+            kind: d.kind,
+            target: d.target.to_string(),
+            once: d.once,
+            comment: d.comment.map(str::to_string),
+            conf: d
+                .conf
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            import_checkpoint: d.import_checkpoint.map(str::to_string),
+            query: Query::new(d.query),
+            origin: Some(d.location.origin()),
+            defines_dataset: false,
+        }
+    }
+}
+
+/// Splits a macro-declared dataset into its dataset and its flow.
+pub fn from_dataset_decl(d: &'static DatasetDecl) -> (DatasetDef, FlowDef) {
+    let origin = Some(d.location.origin());
+    let dataset = DatasetDef {
+        name: d.name.to_string(),
+        kind: Some(d.kind.into()),
+        format: d.format.map(str::to_string),
+        path: d.path.map(str::to_string),
+        options: BTreeMap::new(),
+        partition_cols: d.partition_cols.iter().map(|s| s.to_string()).collect(),
+        schema: d.schema.map(str::to_string),
+        merge_keys: Vec::new(),
+        comment: d.comment.map(str::to_string),
+        origin: origin.clone(),
+    };
+    let mut flow = FlowDef::append(d.name, d.name, Query::new(d.query));
+    flow.comment = d.comment.map(str::to_string);
+    flow.origin = origin;
+    flow.defines_dataset = true;
+    (dataset, flow)
+}

@@ -1,0 +1,217 @@
+//! Typed errors and diagnostics.
+//!
+//! Every problem the framework reports says *what* is wrong, *where* (flow,
+//! dataset, file:line, option, column) and *how* to fix it. Validation collects
+//! all problems into [`Diagnostics`] before returning, so a user sees every
+//! mistake of a pipeline at once.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The result type used throughout the framework.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where a declaration was made: a Rust source line (macro or builder call)
+/// or a line of the YAML spec.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Origin {
+    /// Declared in Rust code, e.g. by `#[append_flow]` at `src/main.rs:17`.
+    Code {
+        /// Source file as reported by the compiler.
+        file: String,
+        /// 1-based line.
+        line: u32,
+    },
+    /// Declared in the pipeline spec, e.g. `pipeline.yml:12`.
+    Spec {
+        /// Spec file path as given.
+        file: String,
+        /// 1-based line, when known.
+        line: Option<usize>,
+    },
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Code { file, line } => write!(f, "{file}:{line}"),
+            Origin::Spec {
+                file,
+                line: Some(line),
+            } => write!(f, "{file}:{line}"),
+            Origin::Spec { file, line: None } => write!(f, "{file}"),
+        }
+    }
+}
+
+/// One problem found in a pipeline, with its subject, origin and a fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// What the problem is about, e.g. "flow `totals`" or "dataset `logs`".
+    pub subject: Option<String>,
+    /// Where the subject was declared.
+    pub origin: Option<Origin>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Diagnostic {
+            subject: None,
+            origin: None,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// Sets the subject (e.g. "flow `x`").
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// Sets the origin.
+    pub fn origin(mut self, origin: Option<Origin>) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// Sets the one-line fix.
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `error: flow `x` (src/main.rs:17): message` and an indented `help:` line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error: ")?;
+        match (&self.subject, &self.origin) {
+            (Some(s), Some(o)) => write!(f, "{s} ({o}): ")?,
+            (Some(s), None) => write!(f, "{s}: ")?,
+            (None, Some(o)) => write!(f, "{o}: ")?,
+            (None, None) => {}
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found by a validation pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    /// Number of problems.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no problem was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds a problem.
+    pub fn push(&mut self, d: Diagnostic) {
+        self.0.push(d)
+    }
+
+    /// Iterates over the problems.
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.0.iter()
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in &self.0 {
+            writeln!(f, "{d}")?;
+        }
+        let n = self.0.len();
+        write!(
+            f,
+            "{n} error{}; nothing was read or written.",
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// An error building a query plan: a bad SQL expression, an unknown column, a
+/// malformed duration or schema. Carries an optional fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PlanError {
+    /// What is wrong (names the column, option or expression).
+    pub message: String,
+    /// How to fix it, e.g. "did you mean `user_id`?".
+    pub help: Option<String>,
+}
+
+impl PlanError {
+    /// A plan error without a fix.
+    pub fn new(message: impl Into<String>) -> Self {
+        PlanError {
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// A plan error with a fix.
+    pub fn with_help(message: impl Into<String>, help: impl Into<String>) -> Self {
+        PlanError {
+            message: message.into(),
+            help: Some(help.into()),
+        }
+    }
+}
+
+/// The framework's error type.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A query plan could not be built or resolved.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The pipeline spec could not be found, read or parsed.
+    #[error(transparent)]
+    Spec(#[from] crate::spec::SpecError),
+    /// The pipeline failed validation; every problem is listed.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+    /// Bad command-line usage.
+    #[error("{0}")]
+    Usage(String),
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An error from DataFusion.
+    #[error(transparent)]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+    /// An error from Arrow.
+    #[error(transparent)]
+    Arrow(#[from] arrow::error::ArrowError),
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

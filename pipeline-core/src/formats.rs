@@ -1,0 +1,120 @@
+//! Output modes and which sink and table formats accept which of them.
+//!
+//! Mirrors Spark's sink capabilities: files take append only; Delta tables
+//! take append and complete (and update when `merge_keys` make them an
+//! upsert target); Kafka, console, memory and foreach-batch take all three.
+
+use std::fmt;
+
+/// Structured Streaming's output modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OutputMode {
+    /// Only rows added since the last trigger, each exactly once.
+    Append,
+    /// Rows inserted or changed in this trigger.
+    Update,
+    /// The whole result table every trigger.
+    Complete,
+}
+
+impl fmt::Display for OutputMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OutputMode::Append => "append",
+            OutputMode::Update => "update",
+            OutputMode::Complete => "complete",
+        })
+    }
+}
+
+const ALL: &[OutputMode] = &[OutputMode::Append, OutputMode::Update, OutputMode::Complete];
+const APPEND: &[OutputMode] = &[OutputMode::Append];
+const APPEND_COMPLETE: &[OutputMode] = &[OutputMode::Append, OutputMode::Complete];
+
+/// Every sink format the framework knows.
+pub const SINK_FORMATS: &[&str] = &[
+    "parquet",
+    "json",
+    "csv",
+    "delta",
+    "kafka",
+    "console",
+    "memory",
+    "foreach_batch",
+];
+
+/// Every storage format a table may use.
+pub const TABLE_FORMATS: &[&str] = &["delta", "parquet", "json", "csv"];
+
+/// The default storage format of streaming tables and materialized views.
+pub const DEFAULT_TABLE_FORMAT: &str = "delta";
+
+/// Normalises a format name as users may write it (`foreachBatch`, `Delta`).
+pub fn normalize_format(format: &str) -> String {
+    let lower = format.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "foreachbatch" | "foreach-batch" => "foreach_batch".to_string(),
+        _ => lower,
+    }
+}
+
+/// The output modes a sink (or table) of this format accepts, or `None` for
+/// an unknown format. `merge_keys` turns a Delta target into an upsert target
+/// that also accepts update mode.
+pub fn accepted_modes(format: &str, has_merge_keys: bool) -> Option<&'static [OutputMode]> {
+    match normalize_format(format).as_str() {
+        "parquet" | "json" | "csv" => Some(APPEND),
+        "delta" if has_merge_keys => Some(ALL),
+        "delta" => Some(APPEND_COMPLETE),
+        "kafka" | "console" | "memory" | "foreach_batch" => Some(ALL),
+        _ => None,
+    }
+}
+
+/// Lists modes as `append, complete`.
+pub fn describe_modes(modes: &[OutputMode]) -> String {
+    modes
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The closest known name to `name`, if it is close enough to be a typo.
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut best: Option<(&str, f64)> = None;
+    for c in candidates {
+        let score = strsim::jaro_winkler(&name.to_ascii_lowercase(), &c.to_ascii_lowercase());
+        if score >= 0.8 && best.is_none_or(|(_, s)| score > s) {
+            best = Some((c, score));
+        }
+    }
+    best.map(|(c, _)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sink_capabilities_follow_spark() {
+        assert_eq!(accepted_modes("parquet", false), Some(APPEND));
+        assert_eq!(accepted_modes("Delta", false), Some(APPEND_COMPLETE));
+        assert_eq!(accepted_modes("delta", true), Some(ALL));
+        assert_eq!(accepted_modes("foreachBatch", false), Some(ALL));
+        assert_eq!(accepted_modes("kafka", false), Some(ALL));
+        assert_eq!(accepted_modes("orc2", false), None);
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            did_you_mean("kafak", SINK_FORMATS.iter().copied()),
+            Some("kafka")
+        );
+        assert_eq!(did_you_mean("zzz", SINK_FORMATS.iter().copied()), None);
+    }
+}

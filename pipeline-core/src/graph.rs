@@ -1,0 +1,887 @@
+//! The dataflow graph of a pipeline and its validation.
+//!
+//! Nodes are datasets (streaming tables, materialized views, temporary views,
+//! sinks) and flows; edges run from each dataset a flow reads to the flow, and
+//! from the flow to its target. [`build`] calls every flow's query function,
+//! resolves the plans in topological order (so each flow sees the schemas of
+//! the datasets it reads), and checks the whole pipeline, collecting **every**
+//! problem before returning.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+
+use arrow::datatypes::SchemaRef;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::checks;
+use crate::definition::{DatasetDef, DatasetType, FlowDef};
+use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
+use crate::formats::{
+    accepted_modes, describe_modes, did_you_mean, normalize_format, OutputMode,
+    DEFAULT_TABLE_FORMAT, SINK_FORMATS, TABLE_FORMATS,
+};
+use crate::plan::{Catalog, DataFrame};
+use crate::registry::FlowKind;
+use crate::session::Session;
+use crate::spec::Trigger;
+
+/// Per-flow settings from the spec's `flows:` section.
+#[derive(Clone, Debug, Default)]
+pub struct FlowSettings {
+    /// The trigger, when set in the spec.
+    pub trigger: Option<Trigger>,
+    /// Option overrides for the flow's sources and sink.
+    pub options: BTreeMap<String, String>,
+    /// Where the entry is in the spec.
+    pub origin: Option<Origin>,
+}
+
+/// Everything declared for a pipeline, merged from code and spec: the input of [`build`].
+#[derive(Clone, Debug, Default)]
+pub struct Declarations {
+    /// Pipeline name.
+    pub name: String,
+    /// Pipeline-wide settings (`configuration:` in the spec).
+    pub configuration: BTreeMap<String, String>,
+    /// Datasets and sinks, in declaration order.
+    pub datasets: Vec<DatasetDef>,
+    /// Flows, in declaration order.
+    pub flows: Vec<FlowDef>,
+    /// Spec settings per flow name.
+    pub flow_settings: BTreeMap<String, FlowSettings>,
+}
+
+/// The target of a flow as the query checks see it.
+pub type DatasetNodeRef<'a> = Option<&'a DatasetDef>;
+
+/// A node of the dataflow graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphNode {
+    /// A dataset or sink, by name.
+    Dataset(String),
+    /// A flow, by name.
+    Flow(String),
+}
+
+/// A validated dataset with its resolved schema.
+#[derive(Clone, Debug)]
+pub struct DatasetNode {
+    /// The declaration.
+    pub def: DatasetDef,
+    /// Output schema, from its declared schema or its first flow.
+    pub schema: Option<SchemaRef>,
+    /// Names of the flows writing into it.
+    pub flows: Vec<String>,
+}
+
+impl DatasetNode {
+    /// The storage or sink format (tables default to Delta).
+    pub fn format(&self) -> String {
+        match (&self.def.format, self.def.dataset_type()) {
+            (Some(f), _) => normalize_format(f),
+            (None, DatasetType::Sink) => String::new(),
+            (None, _) => DEFAULT_TABLE_FORMAT.to_string(),
+        }
+    }
+}
+
+/// A validated flow with its plan.
+#[derive(Clone, Debug)]
+pub struct FlowNode {
+    /// The declaration.
+    pub def: FlowDef,
+    /// The plan its query function returned.
+    pub plan: DataFrame,
+    /// The plan's output schema.
+    pub schema: SchemaRef,
+    /// Whether the query is streaming.
+    pub streaming: bool,
+    /// The output mode it writes with.
+    pub output_mode: OutputMode,
+    /// Its trigger (spec first, then the flow's `conf`, else the default).
+    pub trigger: Trigger,
+    /// Option overrides from the spec.
+    pub options: BTreeMap<String, String>,
+    /// Datasets it reads, with whether each read is streaming.
+    pub reads: Vec<(String, bool)>,
+}
+
+/// A validated pipeline: datasets, flows, the graph and an execution order.
+#[derive(Clone, Debug)]
+pub struct PipelineGraph {
+    /// Pipeline name.
+    pub name: String,
+    /// Pipeline-wide settings.
+    pub configuration: BTreeMap<String, String>,
+    /// Datasets and sinks by name.
+    pub datasets: BTreeMap<String, DatasetNode>,
+    /// Flows by name.
+    pub flows: BTreeMap<String, FlowNode>,
+    /// Flow names, upstream before downstream.
+    pub flow_order: Vec<String>,
+    /// The dataflow graph.
+    pub graph: DiGraph<GraphNode, ()>,
+}
+
+impl PipelineGraph {
+    /// Flows in execution order.
+    pub fn ordered_flows(&self) -> impl Iterator<Item = &FlowNode> {
+        self.flow_order.iter().filter_map(|n| self.flows.get(n))
+    }
+}
+
+struct SchemaCatalog<'a>(&'a BTreeMap<String, SchemaRef>);
+
+impl Catalog for SchemaCatalog<'_> {
+    fn dataset_schema(&self, name: &str) -> Option<SchemaRef> {
+        self.0.get(name).cloned()
+    }
+}
+
+/// Builds and validates the pipeline graph, returning every problem found.
+pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
+    let mut diags = Diagnostics::default();
+
+    if decls.flows.is_empty() && decls.datasets.is_empty() {
+        diags.push(
+            Diagnostic::new(format!("pipeline `{}` declares no datasets and no flows", decls.name))
+                .help(
+                    "declare a flow with #[table], #[append_flow(target = \"...\")] or #[update_flow(target = \"...\")], \
+                     and make sure the module declaring it is compiled into this binary",
+                ),
+        );
+        return Err(diags);
+    }
+
+    // --- names: duplicates and conflicts ------------------------------------
+    let mut datasets: BTreeMap<String, DatasetDef> = BTreeMap::new();
+    for d in &decls.datasets {
+        if let Some(first) = datasets.get(&d.name) {
+            diags.push(
+                Diagnostic::new(format!(
+                    "`{}` is declared twice: as a {}{} and as a {}",
+                    d.name,
+                    first.dataset_type().describe(),
+                    at(&first.origin),
+                    d.dataset_type().describe()
+                ))
+                .subject(format!("dataset `{}`", d.name))
+                .origin(d.origin.clone())
+                .help("rename one of them or remove the duplicate declaration"),
+            );
+            continue;
+        }
+        datasets.insert(d.name.clone(), d.clone());
+    }
+    let mut flows: BTreeMap<String, FlowDef> = BTreeMap::new();
+    for f in &decls.flows {
+        if let Some(first) = flows.get(&f.name) {
+            diags.push(
+                Diagnostic::new(format!("flow name `{}` is used twice (first{})", f.name, at(&first.origin)))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help("give one of them another name: #[append_flow(target = \"...\", name = \"other_name\")]"),
+            );
+            continue;
+        }
+        flows.insert(f.name.clone(), f.clone());
+    }
+    for f in flows.values() {
+        if let Some(d) = datasets.get(&f.name) {
+            if !f.defines_dataset && f.target != f.name {
+                diags.push(
+                    Diagnostic::new(format!(
+                        "flow name `{}` is also the name of {}{}, but the flow writes to `{}`",
+                        f.name,
+                        d.subject(),
+                        at(&d.origin),
+                        f.target
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(format!(
+                        "rename the flow, e.g. name = \"{}_to_{}\"",
+                        f.name, f.target
+                    )),
+                );
+            }
+        }
+    }
+
+    // --- formats of datasets and sinks -----------------------------------------
+    for d in datasets.values() {
+        let Some(format) = &d.format else {
+            if d.dataset_type() == DatasetType::Sink {
+                diags.push(
+                    Diagnostic::new("has no format")
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help(format!("set one of: {}", SINK_FORMATS.join(", "))),
+                );
+            }
+            continue;
+        };
+        let known: &[&str] = match d.dataset_type() {
+            DatasetType::Sink => SINK_FORMATS,
+            DatasetType::TemporaryView => continue,
+            _ => TABLE_FORMATS,
+        };
+        let norm = normalize_format(format);
+        if !known.contains(&norm.as_str()) {
+            let mut help = format!("known formats: {}", known.join(", "));
+            if let Some(s) = did_you_mean(&norm, known.iter().copied()) {
+                help = format!("did you mean `{s}`? {help}");
+            }
+            diags.push(
+                Diagnostic::new(format!("unknown format `{format}`"))
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help(help),
+            );
+            continue;
+        }
+        if d.dataset_type() == DatasetType::Sink {
+            for required in required_sink_options(&norm) {
+                if !d.options.contains_key(*required) {
+                    diags.push(
+                        Diagnostic::new(format!("{norm} sink needs the option `{required}`"))
+                            .subject(d.subject())
+                            .origin(d.origin.clone())
+                            .help(format!("add `{required}: ...` under the sink's `options:`")),
+                    );
+                }
+            }
+        }
+        let upsert_target = d.dataset_type() == DatasetType::Sink && norm == "delta";
+        if !d.merge_keys.is_empty() && !upsert_target {
+            diags.push(
+                Diagnostic::new("`merge_keys` only applies to Delta sinks")
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help("remove `merge_keys`, or declare the sink with `format: delta`"),
+            );
+        }
+    }
+
+    // --- spec flow settings that name no flow -----------------------------------
+    for (name, settings) in &decls.flow_settings {
+        if !flows.contains_key(name) {
+            let mut help = "the names under `flows:` must be flow names (function names unless `name = ...` is set)".to_string();
+            if let Some(s) = did_you_mean(name, flows.keys().map(String::as_str)) {
+                help = format!("did you mean `{s}`? {help}");
+            }
+            diags.push(
+                Diagnostic::new(format!("`flows.{name}` in the spec names no declared flow"))
+                    .subject(format!("flow `{name}`"))
+                    .origin(settings.origin.clone())
+                    .help(help),
+            );
+        }
+    }
+
+    // --- targets ------------------------------------------------------------------
+    let mut flows_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in flows.values() {
+        match datasets.get(&f.target) {
+            None => {
+                let mut help = "declare it under `tables:` or `sinks:` in the spec, with #[table], or with create_sink(...)"
+                    .to_string();
+                if let Some(s) = did_you_mean(&f.target, datasets.keys().map(String::as_str)) {
+                    help = format!("did you mean `{s}`? or {help}");
+                }
+                diags.push(
+                    Diagnostic::new(format!("targets `{}`, which is not declared", f.target))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help(help),
+                );
+            }
+            Some(d) => {
+                flows_of
+                    .entry(d.name.clone())
+                    .or_default()
+                    .push(f.name.clone());
+                if f.kind == FlowKind::Update && d.dataset_type() != DatasetType::Sink {
+                    let fmt = d
+                        .format
+                        .as_deref()
+                        .map(normalize_format)
+                        .unwrap_or_else(|| DEFAULT_TABLE_FORMAT.to_string());
+                    let modes = accepted_modes(&fmt, false)
+                        .map(describe_modes)
+                        .unwrap_or_default();
+                    diags.push(
+                        Diagnostic::new(format!(
+                            "update flows can only target sinks; `{}` is a {} {} (accepts {})",
+                            d.name,
+                            format_title(&fmt),
+                            d.dataset_type().describe(),
+                            modes
+                        ))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help("point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"),
+                    );
+                } else if d.dataset_type() == DatasetType::Sink {
+                    let mode = output_mode_of(f);
+                    if let Some(format) = d.format.as_deref().map(normalize_format) {
+                        if let Some(modes) = accepted_modes(&format, !d.merge_keys.is_empty()) {
+                            if !modes.contains(&mode) {
+                                let help = if format == "delta" {
+                                    "Delta tables take append and complete; declare `merge_keys` on the sink, or use foreach_batch with a MERGE".to_string()
+                                } else {
+                                    format!(
+                                        "{format} sinks take {} only: use #[append_flow], or write to a sink that takes updates (kafka, foreach_batch, delta with merge_keys)",
+                                        describe_modes(modes)
+                                    )
+                                };
+                                diags.push(
+                                    Diagnostic::new(format!(
+                                        "sink `{}` ({format}) does not accept {mode} output mode; it accepts {}",
+                                        d.name,
+                                        describe_modes(modes)
+                                    ))
+                                    .subject(f.subject())
+                                    .origin(f.origin.clone())
+                                    .help(help),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for d in datasets.values() {
+        let writers = flows_of.get(&d.name).map(Vec::len).unwrap_or(0);
+        if writers == 0 {
+            let help = match d.dataset_type() {
+                DatasetType::Sink => format!(
+                    "write to it with #[append_flow(target = \"{0}\")] or #[update_flow(target = \"{0}\")], or remove it",
+                    d.name
+                ),
+                _ => format!("write to it with #[append_flow(target = \"{}\")], or remove it", d.name),
+            };
+            diags.push(
+                Diagnostic::new("has no flow writing to it")
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help(help),
+            );
+        } else if writers > 1
+            && matches!(
+                d.dataset_type(),
+                DatasetType::MaterializedView | DatasetType::TemporaryView
+            )
+        {
+            let names = flows_of[&d.name]
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            diags.push(
+                Diagnostic::new(format!(
+                    "has {writers} flows ({names}), but a {} is defined by exactly one query",
+                    d.dataset_type().describe()
+                ))
+                .subject(d.subject())
+                .origin(d.origin.clone())
+                .help("make it a streaming table to take several flows, or union the queries into one"),
+            );
+        }
+    }
+
+    // --- build each flow's plan -------------------------------------------------------
+    let mut plans: BTreeMap<String, DataFrame> = BTreeMap::new();
+    let mut triggers: BTreeMap<String, Trigger> = BTreeMap::new();
+    for f in flows.values() {
+        let mut conf = decls.configuration.clone();
+        conf.extend(f.conf.clone());
+        match Trigger::from_conf(&f.conf) {
+            Ok(t) => {
+                let spec_trigger = decls
+                    .flow_settings
+                    .get(&f.name)
+                    .and_then(|s| s.trigger.clone());
+                triggers.insert(
+                    f.name.clone(),
+                    spec_trigger.or(t).unwrap_or(Trigger::Default),
+                );
+            }
+            Err(e) => diags.push(
+                Diagnostic::new(e.to_string())
+                    .subject(f.subject())
+                    .origin(f.origin.clone()),
+            ),
+        }
+        let session = Session::new()
+            .with_conf(conf)
+            .with_flow_name(f.name.clone());
+        let built = std::panic::catch_unwind(AssertUnwindSafe(|| f.query.build(&session)));
+        match built {
+            Ok(Ok(df)) => {
+                plans.insert(f.name.clone(), df);
+            }
+            Ok(Err(e)) => diags.push(error_diagnostic(f, "could not build its query", e)),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                diags.push(
+                    Diagnostic::new(format!("its query function panicked: {what}"))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help("return an error with `?` instead of panicking"),
+                );
+            }
+        }
+    }
+
+    // --- reads, query types ------------------------------------------------------------
+    let mut reads_of: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
+    for (name, plan) in &plans {
+        let f = &flows[name];
+        let reads = plan.datasets_read();
+        for (ds, streaming) in &reads {
+            match datasets.get(ds) {
+                None => {
+                    let mut help =
+                        "declare it with #[table] / #[materialized_view] / #[temporary_view] or under `tables:` in the spec"
+                            .to_string();
+                    if let Some(s) = did_you_mean(ds, datasets.keys().map(String::as_str)) {
+                        help = format!("did you mean `{s}`? or {help}");
+                    }
+                    diags.push(
+                        Diagnostic::new(format!("reads `{ds}`, which is not declared"))
+                            .subject(f.subject())
+                            .origin(f.origin.clone())
+                            .help(help),
+                    );
+                }
+                Some(d) if d.dataset_type() == DatasetType::Sink => diags.push(
+                    Diagnostic::new(format!("reads sink `{ds}`, but sinks are write-only"))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help("write into a streaming table instead and read that, or read the sink's storage as a source"),
+                ),
+                Some(d) if *streaming && d.dataset_type() == DatasetType::MaterializedView => diags.push(
+                    Diagnostic::new(format!(
+                        "reads materialized view `{ds}` as a stream, but materialized views are recomputed, not appended to"
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(format!("use read_table(\"{ds}\"), or make `{ds}` a streaming table")),
+                ),
+                Some(_) => {}
+            }
+        }
+        let streaming = plan.is_streaming();
+        if let Some(target) = datasets.get(&f.target) {
+            match target.dataset_type() {
+                DatasetType::MaterializedView if streaming => diags.push(
+                    Diagnostic::new(format!(
+                        "returns a streaming query, but its target `{}` is a materialized view, which takes batch queries",
+                        f.target
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(format!(
+                        "read with read() / read_table(...), or declare `{}` as a streaming table with #[table]",
+                        f.target
+                    )),
+                ),
+                DatasetType::StreamingTable | DatasetType::Sink if !streaming && !f.once => diags.push(
+                    Diagnostic::new(format!(
+                        "returns a batch query, but its target `{}` is a {}, which takes streaming queries",
+                        f.target,
+                        target.dataset_type().describe()
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help("read with read_stream() / read_stream_table(...), or set `once = true` to run the batch query a single time"),
+                ),
+                _ => {}
+            }
+        }
+        if f.once && streaming {
+            diags.push(
+                Diagnostic::new("is declared `once = true` but returns a streaming query")
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help("read with read() / read_table(...) for a one-time backfill, or remove `once = true`"),
+            );
+        }
+        reads_of.insert(name.clone(), reads);
+    }
+
+    // --- the graph, cycles, order -------------------------------------------------------
+    let mut graph: DiGraph<GraphNode, ()> = DiGraph::new();
+    let mut dataset_idx: BTreeMap<String, NodeIndex> = BTreeMap::new();
+    let mut flow_idx: BTreeMap<String, NodeIndex> = BTreeMap::new();
+    for name in datasets.keys() {
+        dataset_idx.insert(
+            name.clone(),
+            graph.add_node(GraphNode::Dataset(name.clone())),
+        );
+    }
+    for name in flows.keys() {
+        flow_idx.insert(name.clone(), graph.add_node(GraphNode::Flow(name.clone())));
+    }
+    for f in flows.values() {
+        let fi = flow_idx[&f.name];
+        if let Some(&ti) = dataset_idx.get(&f.target) {
+            graph.add_edge(fi, ti, ());
+        }
+        for (ds, _) in reads_of.get(&f.name).into_iter().flatten() {
+            if let Some(&di) = dataset_idx.get(ds) {
+                if !graph.contains_edge(di, fi) {
+                    graph.add_edge(di, fi, ());
+                }
+            }
+        }
+    }
+    for scc in petgraph::algo::tarjan_scc(&graph) {
+        let cyclic = scc.len() > 1 || graph.contains_edge(scc[0], scc[0]);
+        if !cyclic {
+            continue;
+        }
+        let path = cycle_path(&graph, &scc);
+        let first_flow = path.iter().find_map(|&i| match &graph[i] {
+            GraphNode::Flow(n) => Some(n.clone()),
+            GraphNode::Dataset(_) => None,
+        });
+        let shown = path
+            .iter()
+            .chain(path.first())
+            .map(|&i| match &graph[i] {
+                GraphNode::Dataset(n) => format!("`{n}`"),
+                GraphNode::Flow(n) => format!("(flow `{n}`)"),
+            })
+            .collect::<Vec<_>>()
+            .join(" → ");
+        let origin = first_flow.as_ref().and_then(|n| flows[n].origin.clone());
+        diags.push(
+            Diagnostic::new(format!("datasets depend on each other in a cycle: {shown}"))
+                .subject(format!("flow `{}`", first_flow.unwrap_or_default()))
+                .origin(origin)
+                .help("a flow cannot read, directly or through other flows, the dataset it writes; read a source or an upstream dataset instead"),
+        );
+    }
+
+    // Topological order of the acyclic part (Kahn's algorithm; ties by name,
+    // so the order is stable and predictable).
+    let order = topological_flows(&graph);
+
+    // --- resolve schemas in order ---------------------------------------------------------
+    let mut schemas: BTreeMap<String, SchemaRef> = BTreeMap::new();
+    let mut declared: BTreeMap<String, SchemaRef> = BTreeMap::new();
+    for d in datasets.values() {
+        if let Some(ddl) = &d.schema {
+            match crate::plan::ddl::parse_ddl(ddl) {
+                Ok(s) => {
+                    declared.insert(d.name.clone(), s.clone());
+                    schemas.insert(d.name.clone(), s);
+                }
+                Err(e) => diags.push(plan_diagnostic(
+                    &d.subject(),
+                    &d.origin,
+                    "has an invalid schema",
+                    e,
+                )),
+            }
+        }
+    }
+    let mut resolved: BTreeMap<String, SchemaRef> = BTreeMap::new();
+    let mut schema_source: BTreeMap<String, String> = BTreeMap::new();
+    for name in &order {
+        let Some(plan) = plans.get(name) else {
+            continue;
+        };
+        let f = &flows[name];
+        let reads = &reads_of[name];
+        // Upstream failed or is unknown: already reported, don't cascade.
+        if reads.iter().any(|(ds, _)| !schemas.contains_key(ds)) {
+            continue;
+        }
+        match plan.resolve(&SchemaCatalog(&schemas)) {
+            Ok(r) => {
+                let schema = r.schema();
+                if let Some(target) = datasets.get(&f.target) {
+                    if let Some(expected) = declared.get(&target.name) {
+                        if let Some(problem) = schema_difference(expected, &schema) {
+                            diags.push(
+                                Diagnostic::new(format!(
+                                    "its query does not match the declared schema of {}: {problem}",
+                                    target.subject()
+                                ))
+                                .subject(f.subject())
+                                .origin(f.origin.clone())
+                                .help("change the query's columns, or the table's `schema`"),
+                            );
+                        }
+                    } else if let Some(first) = schema_source.get(&target.name) {
+                        if let Some(problem) = schema_difference(&schemas[&target.name], &schema) {
+                            diags.push(
+                                Diagnostic::new(format!(
+                                    "writes different columns into {} than flow `{first}`: {problem}",
+                                    target.subject()
+                                ))
+                                .subject(f.subject())
+                                .origin(f.origin.clone())
+                                .help("flows into one table must produce the same columns; add, cast or drop columns so both match"),
+                            );
+                        }
+                    } else {
+                        schemas.insert(target.name.clone(), schema.clone());
+                        schema_source.insert(target.name.clone(), f.name.clone());
+                    }
+                }
+                resolved.insert(name.clone(), schema);
+            }
+            Err(errors) => {
+                for e in errors {
+                    diags.push(plan_diagnostic(&f.subject(), &f.origin, "", e));
+                }
+            }
+        }
+    }
+
+    // --- query-shape checks (output modes, watermarks) ---------------------------------------
+    for name in &order {
+        let (Some(plan), Some(schema)) = (plans.get(name), resolved.get(name)) else {
+            continue;
+        };
+        let f = &flows[name];
+        let target = datasets.get(&f.target);
+        for d in checks::check_query(f, plan, schema, target, output_mode_of(f)) {
+            diags.push(d);
+        }
+    }
+
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+
+    let mut flow_nodes = BTreeMap::new();
+    for (name, f) in flows {
+        let plan = plans.remove(&name).expect("validated flows have plans");
+        let schema = resolved
+            .remove(&name)
+            .expect("validated flows are resolved");
+        let settings = decls.flow_settings.get(&name).cloned().unwrap_or_default();
+        flow_nodes.insert(
+            name.clone(),
+            FlowNode {
+                streaming: plan.is_streaming(),
+                output_mode: output_mode_of(&f),
+                trigger: triggers.remove(&name).unwrap_or(Trigger::Default),
+                options: settings.options,
+                reads: reads_of.remove(&name).unwrap_or_default(),
+                def: f,
+                plan,
+                schema,
+            },
+        );
+    }
+    let dataset_nodes = datasets
+        .into_iter()
+        .map(|(name, def)| {
+            let node = DatasetNode {
+                schema: schemas.get(&name).cloned(),
+                flows: flows_of.remove(&name).unwrap_or_default(),
+                def,
+            };
+            (name, node)
+        })
+        .collect();
+    Ok(PipelineGraph {
+        name: decls.name,
+        configuration: decls.configuration,
+        datasets: dataset_nodes,
+        flows: flow_nodes,
+        flow_order: order,
+        graph,
+    })
+}
+
+/// The output mode a flow writes with: update flows use update, everything else append.
+pub fn output_mode_of(f: &FlowDef) -> OutputMode {
+    match f.kind {
+        FlowKind::Update => OutputMode::Update,
+        FlowKind::Append => OutputMode::Append,
+    }
+}
+
+fn required_sink_options(format: &str) -> &'static [&'static str] {
+    match format {
+        "parquet" | "json" | "csv" | "delta" => &["path"],
+        "kafka" => &["kafka.bootstrap.servers"],
+        _ => &[],
+    }
+}
+
+fn format_title(format: &str) -> String {
+    match format {
+        "delta" => "Delta".to_string(),
+        "parquet" => "Parquet".to_string(),
+        "json" => "JSON".to_string(),
+        "csv" => "CSV".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn at(origin: &Option<Origin>) -> String {
+    origin
+        .as_ref()
+        .map(|o| format!(" at {o}"))
+        .unwrap_or_default()
+}
+
+fn error_diagnostic(f: &FlowDef, context: &str, e: crate::error::Error) -> Diagnostic {
+    match e {
+        crate::error::Error::Plan(p) => plan_diagnostic(&f.subject(), &f.origin, context, p),
+        other => Diagnostic::new(format!("{context}: {other}"))
+            .subject(f.subject())
+            .origin(f.origin.clone()),
+    }
+}
+
+fn plan_diagnostic(
+    subject: &str,
+    origin: &Option<Origin>,
+    context: &str,
+    e: PlanError,
+) -> Diagnostic {
+    let message = if context.is_empty() {
+        e.message
+    } else {
+        format!("{context}: {}", e.message)
+    };
+    let mut d = Diagnostic::new(message)
+        .subject(subject)
+        .origin(origin.clone());
+    d.help = e.help;
+    d
+}
+
+/// Describes how `actual` differs from `expected` (names and types, by position), if it does.
+fn schema_difference(expected: &SchemaRef, actual: &SchemaRef) -> Option<String> {
+    let show = |s: &SchemaRef| {
+        s.fields()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f.name(),
+                    crate::plan::ddl::type_to_ddl(f.data_type())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let same = expected.fields().len() == actual.fields().len()
+        && expected
+            .fields()
+            .iter()
+            .zip(actual.fields().iter())
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if same {
+        None
+    } else {
+        Some(format!(
+            "expected ({}), got ({})",
+            show(expected),
+            show(actual)
+        ))
+    }
+}
+
+/// Flow names in dependency order; flows on or behind a cycle are left out.
+fn topological_flows(graph: &DiGraph<GraphNode, ()>) -> Vec<String> {
+    let key = |i: NodeIndex| match &graph[i] {
+        GraphNode::Dataset(n) => (n.clone(), 0u8, i),
+        GraphNode::Flow(n) => (n.clone(), 1u8, i),
+    };
+    let mut indegree: BTreeMap<NodeIndex, usize> = BTreeMap::new();
+    for i in graph.node_indices() {
+        indegree.insert(
+            i,
+            graph
+                .neighbors_directed(i, petgraph::Direction::Incoming)
+                .count(),
+        );
+    }
+    let mut ready: BTreeSet<(String, u8, NodeIndex)> = indegree
+        .iter()
+        .filter(|(_, &d)| d == 0)
+        .map(|(&i, _)| key(i))
+        .collect();
+    let mut order = Vec::new();
+    while let Some(next) = ready.pop_first() {
+        let i = next.2;
+        if let GraphNode::Flow(n) = &graph[i] {
+            order.push(n.clone());
+        }
+        for t in graph.neighbors_directed(i, petgraph::Direction::Outgoing) {
+            if let Some(d) = indegree.get_mut(&t) {
+                *d -= 1;
+                if *d == 0 {
+                    ready.insert(key(t));
+                }
+            }
+        }
+    }
+    order
+}
+
+/// One cycle through the nodes of a strongly connected component, in edge order.
+fn cycle_path(graph: &DiGraph<GraphNode, ()>, scc: &[NodeIndex]) -> Vec<NodeIndex> {
+    let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+    // Start from the dataset with the smallest name for a stable message.
+    let start = scc
+        .iter()
+        .copied()
+        .filter(|&i| matches!(graph[i], GraphNode::Dataset(_)))
+        .min_by_key(|&i| match &graph[i] {
+            GraphNode::Dataset(n) | GraphNode::Flow(n) => n.clone(),
+        })
+        .unwrap_or(scc[0]);
+    // Breadth-first search for the shortest way back to `start`.
+    let name = |i: NodeIndex| match &graph[i] {
+        GraphNode::Dataset(n) | GraphNode::Flow(n) => n.clone(),
+    };
+    let mut parent: BTreeMap<NodeIndex, NodeIndex> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(current) = queue.pop_front() {
+        let mut next: Vec<NodeIndex> = graph
+            .edges(current)
+            .map(|e| e.target())
+            .filter(|t| members.contains(t))
+            .collect();
+        next.sort_by_key(|&i| name(i));
+        for n in next {
+            if n == start {
+                let mut path = vec![current];
+                let mut at = current;
+                while let Some(&p) = parent.get(&at) {
+                    path.push(p);
+                    at = p;
+                }
+                if *path.last().unwrap_or(&start) != start {
+                    path.push(start);
+                }
+                path.reverse();
+                path.dedup();
+                return path;
+            }
+            if n != start && !parent.contains_key(&n) {
+                parent.insert(n, current);
+                queue.push_back(n);
+            }
+        }
+    }
+    vec![start]
+}

@@ -1,0 +1,342 @@
+//! The pipeline builder: gathers declarations from the attribute macros,
+//! builder calls and the YAML spec, and hands them to the graph builder.
+//!
+//! Most binaries only call [`main`], which uses every macro declaration
+//! linked into the binary. Builder calls (`create_sink`,
+//! `create_streaming_table`, `append_flow`, ...) declare more in code, the way
+//! `dp.create_sink(...)` does in Python.
+
+use std::collections::BTreeMap;
+use std::panic::Location;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::definition::{from_dataset_decl, DatasetDef, DatasetType, FlowDef, Query};
+use crate::error::{Diagnostics, Error, Origin, Result};
+use crate::graph::{self, Declarations, FlowSettings, PipelineGraph};
+use crate::plan::DataFrame;
+use crate::registry::{self, FlowKind};
+use crate::session::Session;
+use crate::spec::PipelineSpec;
+
+/// Options of a streaming table declared in code with
+/// [`Pipeline::create_streaming_table`].
+#[derive(Clone, Debug, Default)]
+pub struct TableOptions {
+    /// Storage format (`delta` by default).
+    pub format: Option<String>,
+    /// Explicit storage path (default: `<storage>/tables/<name>`).
+    pub path: Option<String>,
+    /// Partition columns.
+    pub partition_cols: Vec<String>,
+    /// Declared schema as DDL.
+    pub schema: Option<String>,
+    /// Format options.
+    pub options: BTreeMap<String, String>,
+    /// Free text description.
+    pub comment: Option<String>,
+}
+
+/// A pipeline being declared: datasets, sinks and flows, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct Pipeline {
+    datasets: Vec<DatasetDef>,
+    flows: Vec<FlowDef>,
+    spec_dir: Option<PathBuf>,
+}
+
+fn caller_origin(loc: &Location<'_>) -> Option<Origin> {
+    Some(Origin::Code {
+        file: loc.file().to_string(),
+        line: loc.line(),
+    })
+}
+
+impl Pipeline {
+    /// An empty pipeline (no macro declarations).
+    pub fn new() -> Self {
+        Pipeline::default()
+    }
+
+    /// A pipeline with every dataset and flow declared by the attribute
+    /// macros in this binary.
+    pub fn from_registry() -> Self {
+        let mut p = Pipeline::new();
+        for d in registry::datasets() {
+            let (dataset, flow) = from_dataset_decl(d);
+            p.datasets.push(dataset);
+            p.flows.push(flow);
+        }
+        for f in registry::flows() {
+            p.flows.push(FlowDef::from(f));
+        }
+        p
+    }
+
+    /// Where to look for the spec when `--spec` is not given (default: the
+    /// current directory, then its parents).
+    pub fn spec_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spec_dir = Some(dir.into());
+        self
+    }
+
+    /// Declares a sink, like `dp.create_sink(name, format, options)`.
+    #[track_caller]
+    pub fn create_sink<K: Into<String>, V: Into<String>>(
+        mut self,
+        name: &str,
+        format: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.datasets.push(DatasetDef {
+            name: name.to_string(),
+            kind: Some(DatasetType::Sink),
+            format: Some(format.to_string()),
+            options: options
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            origin: caller_origin(Location::caller()),
+            ..DatasetDef::default()
+        });
+        self
+    }
+
+    /// Declares a streaming table without a query, like
+    /// `dp.create_streaming_table(name, ...)`; flows target it by name.
+    #[track_caller]
+    pub fn create_streaming_table(mut self, name: &str, options: TableOptions) -> Self {
+        self.datasets.push(DatasetDef {
+            name: name.to_string(),
+            kind: Some(DatasetType::StreamingTable),
+            format: options.format,
+            path: options.path,
+            options: options.options,
+            partition_cols: options.partition_cols,
+            schema: options.schema,
+            comment: options.comment,
+            origin: caller_origin(Location::caller()),
+            ..DatasetDef::default()
+        });
+        self
+    }
+
+    /// Declares a dataset (table, view or sink) in full.
+    pub fn dataset(mut self, def: DatasetDef) -> Self {
+        self.datasets.push(def);
+        self
+    }
+
+    /// Declares a flow in full.
+    pub fn flow(mut self, def: FlowDef) -> Self {
+        self.flows.push(def);
+        self
+    }
+
+    /// Declares an append flow from a closure, like `#[append_flow]`.
+    #[track_caller]
+    pub fn append_flow(
+        self,
+        name: &str,
+        target: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        let mut f = FlowDef::append(name, target, Query::new(query));
+        f.origin = caller_origin(Location::caller());
+        self.flow(f)
+    }
+
+    /// Declares an update flow from a closure, like `#[update_flow]`.
+    #[track_caller]
+    pub fn update_flow(
+        self,
+        name: &str,
+        target: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        let mut f = FlowDef::append(name, target, Query::new(query));
+        f.kind = FlowKind::Update;
+        f.origin = caller_origin(Location::caller());
+        self.flow(f)
+    }
+
+    #[track_caller]
+    fn defined_dataset(
+        mut self,
+        kind: DatasetType,
+        name: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        let origin = caller_origin(Location::caller());
+        self.datasets.push(DatasetDef {
+            name: name.to_string(),
+            kind: Some(kind),
+            origin: origin.clone(),
+            ..DatasetDef::default()
+        });
+        let mut f = FlowDef::append(name, name, Query::new(query));
+        f.origin = origin;
+        f.defines_dataset = true;
+        self.flows.push(f);
+        self
+    }
+
+    /// Declares a streaming table and its flow from a closure, like `#[table]`.
+    #[track_caller]
+    pub fn table(
+        self,
+        name: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        self.defined_dataset(DatasetType::StreamingTable, name, query)
+    }
+
+    /// Declares a materialized view and its flow, like `#[materialized_view]`.
+    #[track_caller]
+    pub fn materialized_view(
+        self,
+        name: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        self.defined_dataset(DatasetType::MaterializedView, name, query)
+    }
+
+    /// Declares a temporary view and its flow, like `#[temporary_view]`.
+    #[track_caller]
+    pub fn temporary_view(
+        self,
+        name: &str,
+        query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+    ) -> Self {
+        self.defined_dataset(DatasetType::TemporaryView, name, query)
+    }
+
+    /// Merges the spec's sinks, tables, flow settings and configuration with
+    /// the declarations made in code.
+    pub fn declarations(&self, spec: &PipelineSpec) -> Declarations {
+        let file = display_path(&spec.path);
+        let spec_origin = |line: Option<usize>| {
+            Some(Origin::Spec {
+                file: file.clone(),
+                line,
+            })
+        };
+        let mut datasets = self.datasets.clone();
+        for (name, t) in &spec.tables {
+            let existing = datasets.iter_mut().find(|d| {
+                &d.name == name
+                    && matches!(
+                        d.dataset_type(),
+                        DatasetType::StreamingTable | DatasetType::MaterializedView
+                    )
+            });
+            match existing {
+                Some(d) => {
+                    // The spec configures a table declared in code.
+                    if t.format.is_some() {
+                        d.format = t.format.clone();
+                    }
+                    if t.path.is_some() {
+                        d.path = t.path.clone();
+                    }
+                    if !t.partition_cols.is_empty() {
+                        d.partition_cols = t.partition_cols.clone();
+                    }
+                    if t.schema.is_some() {
+                        d.schema = t.schema.clone();
+                    }
+                    if t.comment.is_some() {
+                        d.comment = t.comment.clone();
+                    }
+                    d.options.extend(t.options.clone());
+                }
+                None => datasets.push(DatasetDef {
+                    name: name.clone(),
+                    kind: Some(DatasetType::StreamingTable),
+                    format: t.format.clone(),
+                    path: t.path.clone(),
+                    options: t.options.clone(),
+                    partition_cols: t.partition_cols.clone(),
+                    schema: t.schema.clone(),
+                    comment: t.comment.clone(),
+                    origin: spec_origin(t.line),
+                    ..DatasetDef::default()
+                }),
+            }
+        }
+        for (name, s) in &spec.sinks {
+            datasets.push(DatasetDef {
+                name: name.clone(),
+                kind: Some(DatasetType::Sink),
+                format: Some(s.format.clone()),
+                options: s.options.clone(),
+                merge_keys: s.merge_keys.clone(),
+                comment: s.comment.clone(),
+                origin: spec_origin(s.line),
+                ..DatasetDef::default()
+            });
+        }
+        let flow_settings = spec
+            .flows
+            .iter()
+            .map(|(name, f)| {
+                (
+                    name.clone(),
+                    FlowSettings {
+                        trigger: f.trigger.clone(),
+                        options: f.options.clone(),
+                        origin: spec_origin(f.line),
+                    },
+                )
+            })
+            .collect();
+        Declarations {
+            name: spec.name.clone(),
+            configuration: spec.configuration.clone(),
+            datasets,
+            flows: self.flows.clone(),
+            flow_settings,
+        }
+    }
+
+    /// Validates the pipeline against a spec: every problem at once.
+    pub fn build(&self, spec: &PipelineSpec) -> std::result::Result<PipelineGraph, Diagnostics> {
+        graph::build(self.declarations(spec))
+    }
+
+    /// Finds the spec: `explicit` when given, else discovery from the spec
+    /// directory (or the current directory) upwards.
+    pub fn locate_spec(&self, explicit: Option<&Path>) -> Result<PathBuf> {
+        if let Some(p) = explicit {
+            return Ok(p.to_path_buf());
+        }
+        let start = match &self.spec_dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
+        };
+        Ok(crate::spec::find_spec(&start)?)
+    }
+
+    /// Runs the command line (`dry-run`, `run`, `graph`, `init`) and returns
+    /// the process exit code.
+    pub fn main(self) -> ExitCode {
+        crate::cli::run_cli(self, std::env::args_os())
+    }
+}
+
+/// The whole command line of a pipeline binary, with every macro declaration:
+/// `fn main() -> std::process::ExitCode { pipelines::main() }`.
+pub fn main() -> ExitCode {
+    Pipeline::from_registry().main()
+}
+
+/// A path as the user would like to read it: relative to the current
+/// directory when it lies below it.
+pub fn display_path(path: &Path) -> String {
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Ok(rel) = path.strip_prefix(&cwd) {
+            return rel.display().to_string();
+        }
+    }
+    path.display().to_string()
+}

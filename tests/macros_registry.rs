@@ -1,0 +1,387 @@
+//! Every attribute macro with every key: the declarations they register.
+
+use pipelines::registry::{
+    datasets, flows, DatasetDecl, DatasetKind, FlowDecl, FlowKind, SourceLocation,
+};
+use pipelines::{
+    append_flow, materialized_view, table, temporary_view, update_flow, DataFrame, Result, Session,
+};
+
+const FILE: &str = "tests/macros_registry.rs";
+
+fn not_run(what: &str) -> Result<DataFrame> {
+    Err(pipelines::Error::Usage(format!(
+        "{what}: not run in this test"
+    )))
+}
+
+// ---- append flows ----------------------------------------------------------
+
+const APPEND_MINIMAL: u32 = line!() + 1;
+#[append_flow(target = "events")]
+fn append_minimal(_s: &Session) -> Result<DataFrame> {
+    not_run("append_minimal")
+}
+
+const APPEND_FULL: u32 = line!() + 3;
+/// Doc comments and other attributes stay on the function.
+#[allow(clippy::needless_pass_by_value)]
+#[append_flow(
+    target = "events",
+    name = "backfill_2024",
+    once = true,
+    comment = "one-time backfill",
+    conf("pipelines.trigger" = "RealTime", "k2" = "v2")
+)]
+fn append_full(s: &pipelines::Session) -> pipelines::Result<pipelines::DataFrame> {
+    let _ = s;
+    not_run("append_full")
+}
+
+const APPEND_EXPLICIT_FALSE: u32 = line!() + 1;
+#[append_flow(target = "events", once = false, conf())]
+pub(crate) fn append_explicit_false(_: &Session) -> Result<DataFrame> {
+    not_run("append_explicit_false")
+}
+
+// ---- update flows ----------------------------------------------------------
+
+const UPDATE_MINIMAL: u32 = line!() + 1;
+#[update_flow(target = "counts_sink")]
+fn update_minimal(_s: &Session) -> Result<DataFrame> {
+    not_run("update_minimal")
+}
+
+const UPDATE_FULL: u32 = line!() + 1;
+#[update_flow(
+    target = "counts_sink",
+    name = "counts_v2",
+    comment = "running counts",
+    conf("spark.sql.shuffle.partitions" = "4"),
+    import_checkpoint = "/checkpoints/counts_v1"
+)]
+fn update_full(_s: &Session) -> Result<DataFrame> {
+    not_run("update_full")
+}
+
+// ---- datasets --------------------------------------------------------------
+
+const BARE_TABLE: u32 = line!() + 1;
+#[table]
+fn bare_table(_s: &Session) -> Result<DataFrame> {
+    not_run("bare_table")
+}
+
+const EVENTS_TABLE: u32 = line!() + 1;
+#[table(
+    name = "events",
+    comment = "all events",
+    format = "delta",
+    path = "/data/events",
+    partition_cols = ["day", "country"],
+    schema = "ts TIMESTAMP, id STRING"
+)]
+fn events_table(_s: &Session) -> Result<DataFrame> {
+    not_run("events_table")
+}
+
+const BARE_VIEW: u32 = line!() + 1;
+#[materialized_view]
+fn bare_view(_s: &Session) -> Result<DataFrame> {
+    not_run("bare_view")
+}
+
+const TOTALS: u32 = line!() + 1;
+#[materialized_view(
+    name = "daily_totals",
+    comment = "totals per day",
+    format = "parquet",
+    path = "/data/totals",
+    partition_cols = ["day"],
+    schema = "day DATE, n BIGINT"
+)]
+fn totals(_s: &Session) -> Result<DataFrame> {
+    not_run("totals")
+}
+
+const BARE_TEMP: u32 = line!() + 1;
+#[temporary_view]
+fn bare_temp(_s: &Session) -> Result<DataFrame> {
+    not_run("bare_temp")
+}
+
+const REAL_EVENTS: u32 = line!() + 1;
+#[temporary_view(
+    name = "real_events",
+    comment = "no test traffic",
+    schema = "id STRING"
+)]
+fn real_events(_s: &Session) -> Result<DataFrame> {
+    not_run("real_events")
+}
+
+// A raw identifier's name is registered without `r#`.
+const RAW_IDENT: u32 = line!() + 1;
+#[table]
+fn r#type(_s: &Session) -> Result<DataFrame> {
+    not_run("type")
+}
+
+// A function named like the hygienic local of the expansion still works.
+const SESSION: u32 = line!() + 1;
+#[table]
+fn session(_s: &Session) -> Result<DataFrame> {
+    not_run("session")
+}
+
+// Declarations inside a module and inside a function body register too.
+mod nested {
+    use pipelines::{append_flow, DataFrame, Result, Session};
+
+    pub const LINE: u32 = line!() + 1;
+    #[append_flow(target = "events", name = "from_module")]
+    pub fn flow(_s: &Session) -> Result<DataFrame> {
+        super::not_run("from_module")
+    }
+}
+
+/// Returns the line of the attribute inside.
+fn holder() -> u32 {
+    const LINE: u32 = line!() + 1;
+    #[append_flow(target = "events", name = "from_fn_body")]
+    fn inner(_s: &Session) -> Result<DataFrame> {
+        not_run("from_fn_body")
+    }
+    LINE
+}
+
+// Values passed through `macro_rules!` (`$target:expr` arrives wrapped in an
+// invisible group).
+macro_rules! flow_into {
+    ($target:expr, $name:ident) => {
+        #[append_flow(target = $target)]
+        fn $name(_s: &Session) -> Result<DataFrame> {
+            not_run(stringify!($name))
+        }
+    };
+}
+flow_into!("events", from_macro_rules);
+
+// ---- helpers ---------------------------------------------------------------
+
+fn flow(name: &str) -> &'static FlowDecl {
+    let found: Vec<_> = flows().into_iter().filter(|f| f.name == name).collect();
+    assert_eq!(found.len(), 1, "flows named {name}: {found:?}");
+    found[0]
+}
+
+fn dataset(name: &str) -> &'static DatasetDecl {
+    let found: Vec<_> = datasets().into_iter().filter(|d| d.name == name).collect();
+    assert_eq!(found.len(), 1, "datasets named {name}: {found:?}");
+    found[0]
+}
+
+fn at(line: u32) -> SourceLocation {
+    SourceLocation { file: FILE, line }
+}
+
+// ---- tests -----------------------------------------------------------------
+
+#[test]
+fn append_flows() {
+    let f = flow("append_minimal");
+    assert_eq!(f.kind, FlowKind::Append);
+    assert_eq!(f.target, "events");
+    assert!(!f.once);
+    assert_eq!(f.comment, None);
+    assert!(f.conf.is_empty());
+    assert_eq!(f.import_checkpoint, None);
+    assert_eq!(f.location, at(APPEND_MINIMAL));
+
+    let f = flow("backfill_2024");
+    assert_eq!(f.kind, FlowKind::Append);
+    assert_eq!(f.target, "events");
+    assert!(f.once);
+    assert_eq!(f.comment, Some("one-time backfill"));
+    assert_eq!(
+        f.conf,
+        &[("pipelines.trigger", "RealTime"), ("k2", "v2")][..]
+    );
+    assert_eq!(f.import_checkpoint, None);
+    // The line of the attribute, not of the doc comment or the other attribute.
+    assert_eq!(f.location, at(APPEND_FULL));
+
+    let f = flow("append_explicit_false");
+    assert!(!f.once);
+    assert!(f.conf.is_empty());
+    assert_eq!(f.location, at(APPEND_EXPLICIT_FALSE));
+}
+
+#[test]
+fn update_flows() {
+    let f = flow("update_minimal");
+    assert_eq!(f.kind, FlowKind::Update);
+    assert_eq!(f.target, "counts_sink");
+    assert!(!f.once);
+    assert_eq!(f.comment, None);
+    assert!(f.conf.is_empty());
+    assert_eq!(f.import_checkpoint, None);
+    assert_eq!(f.location, at(UPDATE_MINIMAL));
+
+    let f = flow("counts_v2");
+    assert_eq!(f.kind, FlowKind::Update);
+    assert_eq!(f.target, "counts_sink");
+    assert!(!f.once);
+    assert_eq!(f.comment, Some("running counts"));
+    assert_eq!(f.conf, &[("spark.sql.shuffle.partitions", "4")][..]);
+    assert_eq!(f.import_checkpoint, Some("/checkpoints/counts_v1"));
+    assert_eq!(f.location, at(UPDATE_FULL));
+}
+
+#[test]
+fn streaming_tables() {
+    let d = dataset("bare_table");
+    assert_eq!(d.kind, DatasetKind::StreamingTable);
+    assert_eq!(d.comment, None);
+    assert_eq!(d.format, None);
+    assert_eq!(d.path, None);
+    assert!(d.partition_cols.is_empty());
+    assert_eq!(d.schema, None);
+    assert_eq!(d.location, at(BARE_TABLE));
+
+    let d = dataset("events");
+    assert_eq!(d.kind, DatasetKind::StreamingTable);
+    assert_eq!(d.comment, Some("all events"));
+    assert_eq!(d.format, Some("delta"));
+    assert_eq!(d.path, Some("/data/events"));
+    assert_eq!(d.partition_cols, &["day", "country"][..]);
+    assert_eq!(d.schema, Some("ts TIMESTAMP, id STRING"));
+    assert_eq!(d.location, at(EVENTS_TABLE));
+}
+
+#[test]
+fn materialized_views() {
+    let d = dataset("bare_view");
+    assert_eq!(d.kind, DatasetKind::MaterializedView);
+    assert_eq!(d.comment, None);
+    assert_eq!(d.format, None);
+    assert_eq!(d.path, None);
+    assert!(d.partition_cols.is_empty());
+    assert_eq!(d.schema, None);
+    assert_eq!(d.location, at(BARE_VIEW));
+
+    let d = dataset("daily_totals");
+    assert_eq!(d.kind, DatasetKind::MaterializedView);
+    assert_eq!(d.comment, Some("totals per day"));
+    assert_eq!(d.format, Some("parquet"));
+    assert_eq!(d.path, Some("/data/totals"));
+    assert_eq!(d.partition_cols, &["day"][..]);
+    assert_eq!(d.schema, Some("day DATE, n BIGINT"));
+    assert_eq!(d.location, at(TOTALS));
+}
+
+#[test]
+fn temporary_views() {
+    let d = dataset("bare_temp");
+    assert_eq!(d.kind, DatasetKind::TemporaryView);
+    assert_eq!(d.comment, None);
+    assert_eq!(d.format, None);
+    assert_eq!(d.path, None);
+    assert!(d.partition_cols.is_empty());
+    assert_eq!(d.schema, None);
+    assert_eq!(d.location, at(BARE_TEMP));
+
+    let d = dataset("real_events");
+    assert_eq!(d.kind, DatasetKind::TemporaryView);
+    assert_eq!(d.comment, Some("no test traffic"));
+    assert_eq!(d.format, None);
+    assert_eq!(d.path, None);
+    assert!(d.partition_cols.is_empty());
+    assert_eq!(d.schema, Some("id STRING"));
+    assert_eq!(d.location, at(REAL_EVENTS));
+}
+
+#[test]
+fn names_and_scopes() {
+    assert_eq!(dataset("type").location, at(RAW_IDENT));
+    assert_eq!(dataset("session").location, at(SESSION));
+    assert_eq!(flow("from_module").location, at(nested::LINE));
+    assert_eq!(flow("from_fn_body").location, at(holder()));
+    let f = flow("from_macro_rules");
+    assert_eq!((f.kind, f.target), (FlowKind::Append, "events"));
+    assert_eq!(f.location.file, FILE);
+}
+
+#[test]
+fn exact_registry() {
+    let flow_names: Vec<_> = flows().iter().map(|f| f.name).collect();
+    assert_eq!(
+        flow_names,
+        [
+            "append_explicit_false",
+            "append_minimal",
+            "backfill_2024",
+            "counts_v2",
+            "from_fn_body",
+            "from_macro_rules",
+            "from_module",
+            "update_minimal",
+        ]
+    );
+    let dataset_names: Vec<_> = datasets().iter().map(|d| d.name).collect();
+    assert_eq!(
+        dataset_names,
+        [
+            "bare_table",
+            "bare_temp",
+            "bare_view",
+            "daily_totals",
+            "events",
+            "real_events",
+            "session",
+            "type",
+        ]
+    );
+    for f in flows() {
+        assert_eq!(f.location.file, FILE);
+    }
+    for d in datasets() {
+        assert_eq!(d.location.file, FILE);
+    }
+}
+
+#[test]
+fn queries_call_the_functions() {
+    let s = Session::default();
+    let message = |r: Result<DataFrame>| match r {
+        Err(pipelines::Error::Usage(m)) => m,
+        Err(other) => panic!("unexpected error {other:?}"),
+        Ok(_) => panic!("unexpected Ok"),
+    };
+    // The registered query runs the annotated function...
+    assert_eq!(
+        message((flow("backfill_2024").query)(&s)),
+        "append_full: not run in this test"
+    );
+    assert_eq!(
+        message((dataset("real_events").query)(&s)),
+        "real_events: not run in this test"
+    );
+    assert_eq!(
+        message((flow("from_module").query)(&s)),
+        "from_module: not run in this test"
+    );
+    assert_eq!(
+        message((dataset("session").query)(&s)),
+        "session: not run in this test"
+    );
+    // ...which is still an ordinary function.
+    assert_eq!(
+        message(append_full(&s)),
+        "append_full: not run in this test"
+    );
+    assert_eq!(
+        message(nested::flow(&s)),
+        "from_module: not run in this test"
+    );
+}

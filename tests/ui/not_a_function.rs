@@ -1,0 +1,8 @@
+use pipelines::table;
+
+#[table(name = "events")]
+struct Events {
+    id: String,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use pipelines::{temporary_view, DataFrame, Result, Session};
+
+#[temporary_view(name = "v", path = "/data/v")]
+fn f(_s: &Session) -> Result<DataFrame> {
+    Err(pipelines::Error::Usage("test".into()))
+}
+
+fn main() {}
