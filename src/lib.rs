@@ -1,6 +1,9 @@
 //! `pipelines`: declarative streaming pipelines in Rust.
 #![warn(missing_docs)]
 
+// Lets the macros' `::pipelines::...` paths work inside this crate too (doctests).
+extern crate self as pipelines;
+
 pub use pipeline_core::*;
 pub use pipeline_macros::{append_flow, materialized_view, table, temporary_view, update_flow};
 

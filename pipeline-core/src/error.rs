@@ -198,6 +198,29 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A problem while running a flow: reading a source, writing a sink.
+    /// The message names the flow, file, line or option involved.
+    #[error("{message}{}", help.as_ref().map(|h| format!("\n  help: {h}")).unwrap_or_default())]
+    Runtime {
+        /// What went wrong, and where.
+        message: String,
+        /// How to fix it.
+        help: Option<String>,
+    },
+    /// A checkpoint or log file is missing, corrupt or unwritable.
+    #[error("checkpoint file {}: {message}", path.display())]
+    Checkpoint {
+        /// The file involved.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A changed query on an existing checkpoint (what changed, and the fix).
+    #[error("{0}")]
+    ShapeChanged(String),
+    /// An error from Parquet.
+    #[error(transparent)]
+    Parquet(#[from] parquet::errors::ParquetError),
     /// An error from DataFusion.
     #[error(transparent)]
     DataFusion(#[from] datafusion::error::DataFusionError),
@@ -207,6 +230,30 @@ pub enum Error {
 }
 
 impl Error {
+    /// A runtime error without a fix.
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Error::Runtime {
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// A runtime error with a fix.
+    pub fn runtime_with_help(message: impl Into<String>, help: impl Into<String>) -> Self {
+        Error::Runtime {
+            message: message.into(),
+            help: Some(help.into()),
+        }
+    }
+
+    /// A checkpoint error naming the file.
+    pub fn checkpoint(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Checkpoint {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

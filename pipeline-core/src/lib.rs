@@ -13,6 +13,7 @@ pub mod checks;
 pub mod cli;
 pub mod definition;
 pub mod duration;
+pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod graph;

@@ -152,12 +152,50 @@ pub(crate) fn parse_sql_syntax(sql: &str) -> Result<ExprWithAlias, PlanError> {
 }
 
 /// Turns SQL text into a DataFusion expression against `schema`.
+/// Rewrites identifiers that name a column only with another case (`userid`
+/// for `userId`) to the schema's spelling, when exactly one column matches:
+/// Spark resolves names case-insensitively by default.
+fn match_identifiers_ignoring_case(
+    expr: &mut datafusion::sql::sqlparser::ast::Expr,
+    schema: &DFSchema,
+) {
+    use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr as SqlExpr, Ident};
+    use std::ops::ControlFlow;
+    let fix = |ident: &mut Ident| {
+        if ident.quote_style.is_some() || schema.fields().iter().any(|f| f.name() == &ident.value) {
+            return;
+        }
+        let matches: Vec<&String> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name())
+            .filter(|n| n.eq_ignore_ascii_case(&ident.value))
+            .collect();
+        if let [only] = matches.as_slice() {
+            ident.value = (*only).clone();
+        }
+    };
+    let _ = visit_expressions_mut(expr, |e| {
+        match e {
+            SqlExpr::Identifier(ident) => fix(ident),
+            SqlExpr::CompoundIdentifier(parts) => {
+                if let Some(last) = parts.last_mut() {
+                    fix(last);
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 pub(crate) fn sql_to_expr(
     sql: &str,
     schema: &DFSchema,
 ) -> Result<Expr, datafusion::error::DataFusionError> {
-    let parsed =
+    let mut parsed =
         parse_sql_syntax(sql).map_err(|e| datafusion::error::DataFusionError::Plan(e.message))?;
+    match_identifiers_ignoring_case(&mut parsed.expr, schema);
     static STATE: OnceLock<datafusion::execution::SessionState> = OnceLock::new();
     STATE
         .get_or_init(|| sql_context().state())

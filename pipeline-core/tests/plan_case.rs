@@ -26,13 +26,19 @@ fn camel_case_columns_resolve_from_col_and_sql() {
         .group_by([col("userId")])
         .count()
         .unwrap();
-    assert_eq!(names(&by_col.resolve(&catalog).unwrap().schema()), ["userId", "count"]);
+    assert_eq!(
+        names(&by_col.resolve(&catalog).unwrap().schema()),
+        ["userId", "count"]
+    );
 
     let by_sql = events(&s)
         .unwrap()
         .select_expr(["userid", "ACTION"])
         .unwrap();
-    assert_eq!(names(&by_sql.resolve(&catalog).unwrap().schema()), ["userId", "action"]);
+    assert_eq!(
+        names(&by_sql.resolve(&catalog).unwrap().schema()),
+        ["userId", "action"]
+    );
 }
 
 #[test]
@@ -42,7 +48,10 @@ fn a_misspelled_column_is_still_an_error() {
     let df = events(&s).unwrap().filter("usr_id = 'a'").unwrap();
     let errs = df.resolve(&catalog).unwrap_err();
     assert_eq!(errs.len(), 1);
-    assert_eq!(errs[0].message, "unknown column `usr_id` in filter `usr_id = 'a'`");
+    assert_eq!(
+        errs[0].message,
+        "unknown column `usr_id` in filter `usr_id = 'a'`"
+    );
     assert_eq!(
         errs[0].help.as_deref(),
         Some("did you mean `userId`? available columns: timestamp, userId, action")

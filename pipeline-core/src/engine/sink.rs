@@ -1,0 +1,56 @@
+//! The contract every sink implements.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+use crate::formats::OutputMode;
+
+/// What a sink is given when it is opened.
+#[derive(Clone, Debug)]
+pub struct SinkContext {
+    /// The sink's or table's name.
+    pub name: String,
+    /// Normalised format (`parquet`, `console`, ...).
+    pub format: String,
+    /// Options (Spark option names), with `${ENV}` already resolved.
+    pub options: BTreeMap<String, String>,
+    /// Where data goes, resolved against the spec's directory (file sinks and tables).
+    pub path: Option<PathBuf>,
+    /// Partition columns (file sinks: `partitionBy`).
+    pub partition_cols: Vec<String>,
+    /// The schema of the rows the flow writes.
+    pub schema: SchemaRef,
+    /// The writing flow's name, for messages.
+    pub flow: String,
+    /// The writing flow's query id (stable for its checkpoint): with the
+    /// batch id it identifies a write, so a replay can be recognised.
+    pub query_id: String,
+}
+
+/// What a sink reports after writing a batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SinkWrite {
+    /// Rows written (0 when the batch was already written and skipped).
+    pub rows: u64,
+    /// Files written.
+    pub files: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// True when the batch had been written before and was skipped (replay).
+    pub skipped_replay: bool,
+}
+
+/// A sink.
+pub trait Sink: Send {
+    /// A short description, e.g. "parquet sink `out` at /data/out".
+    fn describe(&self) -> String;
+
+    /// Writes the result of micro-batch `batch_id` in `mode`. Exactly-once
+    /// sinks recognise a replayed `(query id, batch_id)` and skip it;
+    /// at-least-once sinks document it.
+    fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>, mode: OutputMode) -> Result<SinkWrite>;
+}

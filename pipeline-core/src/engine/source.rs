@@ -1,0 +1,84 @@
+//! The contract every streaming source implements.
+//!
+//! A source describes positions in its stream as JSON offsets, which the
+//! runtime writes to the flow's checkpoint before reading. Reading the same
+//! `(start, end]` range again after a crash must return the same rows
+//! (unless [`Source::replayable`] says otherwise).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+
+/// A position in a source's stream, as stored in `offsets/N`.
+pub type Offset = serde_json::Value;
+
+/// What a source is given when it is opened.
+#[derive(Clone, Debug)]
+pub struct SourceContext {
+    /// Flow name, for messages.
+    pub flow: String,
+    /// Directory private to this source inside the flow's checkpoint
+    /// (`<checkpoint>/sources/<index>`); created by the runtime.
+    pub state_dir: PathBuf,
+    /// Directory that relative paths are resolved against (the spec file's directory).
+    pub base_dir: PathBuf,
+    /// Option overrides from the spec's `flows.<name>.options` (they win over the code's options).
+    pub option_overrides: BTreeMap<String, String>,
+}
+
+/// The rows of one offset range.
+#[derive(Debug, Default)]
+pub struct ReadBatch {
+    /// The rows, in the source's schema.
+    pub batches: Vec<RecordBatch>,
+    /// Input bytes read (files: file sizes).
+    pub bytes: u64,
+    /// Records dropped by `mode=DROPMALFORMED`.
+    pub malformed_dropped: u64,
+}
+
+impl ReadBatch {
+    /// Total rows.
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// A streaming source.
+pub trait Source: Send {
+    /// A short description for progress and messages, e.g. "json source `data/logs`".
+    fn describe(&self) -> String;
+
+    /// The schema of every batch this source returns.
+    fn schema(&self) -> SchemaRef;
+
+    /// Called once when an available-now run starts: fix what "available
+    /// now" means (e.g. the rate source caps at the current time). Default: nothing.
+    fn prepare_available_now(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The end offset of the next batch, which starts after `start` (`None`:
+    /// the beginning of the stream), honouring admission limits such as
+    /// `maxFilesPerTrigger`. Returns `Ok(None)` when there is no new data.
+    fn latest_offset(&mut self, start: Option<&Offset>) -> Result<Option<Offset>>;
+
+    /// The rows in `(start, end]`. Called with the offsets written to the
+    /// checkpoint, also when a batch is replayed after a restart.
+    fn read(&mut self, start: Option<&Offset>, end: &Offset) -> Result<ReadBatch>;
+
+    /// Everything up to `end` is committed; data before it may be released.
+    fn commit(&mut self, end: &Offset) -> Result<()> {
+        let _ = end;
+        Ok(())
+    }
+
+    /// False when a replay may not return the same rows (the socket source).
+    fn replayable(&self) -> bool {
+        true
+    }
+}
