@@ -218,7 +218,7 @@ fn flow_name_equal_to_another_table() {
     let p = Pipeline::new()
         .create_streaming_table("logs", TableOptions::default()) // @conflict3
         .create_streaming_table("out", TableOptions::default())
-        .append_flow("logs", "out", |s| logs(s)); // @conflict4
+        .append_flow("logs", "out", logs); // @conflict4
     let d = errors(&p, BASIC_SPEC);
     assert_one(
         &d,
