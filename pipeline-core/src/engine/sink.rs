@@ -52,5 +52,10 @@ pub trait Sink: Send {
     /// Writes the result of micro-batch `batch_id` in `mode`. Exactly-once
     /// sinks recognise a replayed `(query id, batch_id)` and skip it;
     /// at-least-once sinks document it.
-    fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>, mode: OutputMode) -> Result<SinkWrite>;
+    fn add_batch(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        mode: OutputMode,
+    ) -> Result<SinkWrite>;
 }
