@@ -16,7 +16,7 @@ fn logs(s: &Session) -> Result<DataFrame> {
         .format("json")
         .schema("ts TIMESTAMP, service_name STRING, level STRING, msg STRING")
         .option("maxFilesPerTrigger", "1")
-        .load("data/logs")
+        .load("../data/logs")
 }
 
 /// ERROR lines only, kept as they are.

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::engine::runtime::{self, RunOptions, RunSummary};
 use crate::error::{Error, Result};
 use crate::formats::did_you_mean;
 use crate::graph::PipelineGraph;
@@ -158,12 +159,12 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             Ok(())
         }
         Command::DryRun => {
-            let (graph, spec_path) = load(&pipeline, cli.spec.as_deref())?;
+            let (graph, spec_path, _) = load(&pipeline, cli.spec.as_deref())?;
             write!(out, "{}", summary(&graph, &spec_path)).map_err(io)?;
             Ok(())
         }
         Command::Graph { format } => {
-            let (graph, _) = load(&pipeline, cli.spec.as_deref())?;
+            let (graph, _, _) = load(&pipeline, cli.spec.as_deref())?;
             let text = match format {
                 GraphFormat::Mermaid => render::mermaid(&graph),
                 GraphFormat::Dot => render::dot(&graph),
@@ -172,18 +173,36 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             Ok(())
         }
         Command::Run(args) => {
-            let (graph, _) = load(&pipeline, cli.spec.as_deref())?;
+            let (graph, spec_path, spec) = load(&pipeline, cli.spec.as_deref())?;
             check_refresh_selection(&graph, &args)?;
-            Err(Error::Usage(format!(
-                "pipeline `{}` is valid, but this build cannot execute flows yet: the streaming engine is not part of it. Use `dry-run` or `graph`.",
-                graph.name
-            )))
+            let base_dir = spec_path
+                .parent()
+                .map(|p| {
+                    if p.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        p
+                    }
+                })
+                .unwrap_or(Path::new("."))
+                .to_path_buf();
+            let mut opts = RunOptions::new(base_dir, spec.storage_dir());
+            opts.continuous = args.continuous;
+            opts.full_refresh = args.full_refresh.clone();
+            opts.full_refresh_all = args.full_refresh_all;
+            opts.refresh = args.refresh.clone();
+            let summary = runtime::run(&graph, &opts)?;
+            write!(out, "{}", run_report(&graph, &summary)).map_err(io)?;
+            Ok(())
         }
     }
 }
 
 /// Loads the spec (resolving `${ENV}` values) and validates the pipeline.
-fn load(pipeline: &Pipeline, explicit: Option<&Path>) -> Result<(PipelineGraph, PathBuf)> {
+fn load(
+    pipeline: &Pipeline,
+    explicit: Option<&Path>,
+) -> Result<(PipelineGraph, PathBuf, crate::spec::PipelineSpec)> {
     let path = pipeline.locate_spec(explicit)?;
     let mut spec = crate::spec::load(&path)?;
     if let Err(errors) = spec.resolve_env_from_process() {
@@ -192,7 +211,7 @@ fn load(pipeline: &Pipeline, explicit: Option<&Path>) -> Result<(PipelineGraph, 
         return Err(Error::Invalid(diags));
     }
     let graph = pipeline.build(&spec).map_err(Error::Invalid)?;
-    Ok((graph, path))
+    Ok((graph, path, spec))
 }
 
 /// Checks `--full-refresh` / `--refresh` names against the graph.
@@ -227,6 +246,31 @@ pub fn check_refresh_selection(graph: &PipelineGraph, args: &RunArgs) -> Result<
     } else {
         Err(Error::Usage(problems.join("\nerror: ")))
     }
+}
+
+/// What `run` prints when it ends: one line per flow.
+pub fn run_report(graph: &PipelineGraph, summary: &RunSummary) -> String {
+    let mut s = format!("Pipeline `{}` run complete:\n", graph.name);
+    for f in &summary.flows {
+        if f.skipped {
+            s.push_str(&format!("  {:<24} skipped (already done)\n", f.flow));
+            continue;
+        }
+        s.push_str(&format!(
+            "  {:<24} {} batch{}{}, {} rows in, {} rows out\n",
+            f.flow,
+            f.batches,
+            if f.batches == 1 { "" } else { "es" },
+            if f.replayed > 0 {
+                format!(" ({} replayed after a restart)", f.replayed)
+            } else {
+                String::new()
+            },
+            f.input_rows,
+            f.output_rows
+        ));
+    }
+    s
 }
 
 /// The dry-run report: what was declared, how flows connect, in what order they run.

@@ -47,7 +47,8 @@ pub const SINK_FORMATS: &[&str] = &[
 pub const TABLE_FORMATS: &[&str] = &["delta", "parquet", "json", "csv"];
 
 /// The default storage format of streaming tables and materialized views.
-pub const DEFAULT_TABLE_FORMAT: &str = "delta";
+/// Parquet (with a `_spark_metadata` manifest) until Delta Lake support lands.
+pub const DEFAULT_TABLE_FORMAT: &str = "parquet";
 
 /// Normalises a format name as users may write it (`foreachBatch`, `Delta`).
 pub fn normalize_format(format: &str) -> String {

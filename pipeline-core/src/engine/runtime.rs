@@ -1,1 +1,856 @@
-//! Placeholder, being written.
+//! The runtime: runs each flow of a validated pipeline as a streaming query
+//! with Structured Streaming's micro-batch model and exactly-once recovery.
+//!
+//! Per micro-batch N: (1) each streaming source is asked for its end offset;
+//! (2) `offsets/N` is written to the flow's checkpoint; (3) the range is read
+//! and the plan runs over it; (4) the sink writes batch N idempotently; (5)
+//! `commits/N` is written. On restart a batch with offsets but no commit is
+//! replayed over exactly the logged offsets.
+//!
+//! `run` is a triggered update: every flow runs available-now, in
+//! topological order, so downstream flows read what upstream committed.
+//! `run --continuous` keeps every flow on its own trigger until stopped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+
+use crate::definition::DatasetType;
+use crate::engine::checkpoint::{
+    shape_diff, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
+};
+use crate::engine::exec::{max_event_time_ms, CompiledPlan};
+use crate::engine::progress::{BatchProgress, PhaseDurations, ProgressReporter, SourceProgress};
+use crate::engine::sink::{Sink, SinkContext};
+use crate::engine::source::{Offset, Source, SourceContext};
+use crate::error::{Error, Result};
+use crate::formats::{normalize_format, OutputMode};
+use crate::graph::{DatasetNode, FlowNode, PipelineGraph};
+use crate::plan::ddl::type_to_ddl;
+use crate::plan::PlanNode;
+use crate::registry::FlowKind;
+use crate::spec::Trigger;
+
+/// How `run` was asked to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Keep every flow running on its trigger until `stop` is set.
+    pub continuous: bool,
+    /// Datasets to reset before running.
+    pub full_refresh: Vec<String>,
+    /// Reset every dataset.
+    pub full_refresh_all: bool,
+    /// Only run flows writing these datasets (empty: all).
+    pub refresh: Vec<String>,
+    /// Directory relative paths resolve against (the spec file's directory).
+    pub base_dir: PathBuf,
+    /// Root of checkpoints, the event log and tables without a path.
+    pub storage: PathBuf,
+    /// Set to stop continuous flows at the next batch boundary.
+    pub stop: Arc<AtomicBool>,
+    /// Polling interval of idle flows with the default trigger (continuous mode).
+    pub idle_poll: Duration,
+}
+
+impl RunOptions {
+    /// Options for a triggered run rooted at `base_dir` with `storage`.
+    pub fn new(base_dir: impl Into<PathBuf>, storage: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            continuous: false,
+            full_refresh: Vec::new(),
+            full_refresh_all: false,
+            refresh: Vec::new(),
+            base_dir: base_dir.into(),
+            storage: storage.into(),
+            stop: Arc::new(AtomicBool::new(false)),
+            idle_poll: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What one flow did during a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowSummary {
+    /// Flow name.
+    pub flow: String,
+    /// Micro-batches committed (including replays).
+    pub batches: u64,
+    /// Rows read.
+    pub input_rows: u64,
+    /// Rows written.
+    pub output_rows: u64,
+    /// Batches replayed from offsets logged before a restart.
+    pub replayed: u64,
+    /// True when the flow was not selected by `--refresh` or had nothing to do.
+    pub skipped: bool,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Per flow, in run order.
+    pub flows: Vec<FlowSummary>,
+}
+
+/// The directory of a table: its `path` (resolved against `base_dir`) or `<storage>/tables/<name>`.
+pub fn table_path(dataset: &DatasetNode, opts: &RunOptions) -> PathBuf {
+    match &dataset.def.path {
+        Some(p) => resolve(&opts.base_dir, p),
+        None => opts.storage.join("tables").join(&dataset.def.name),
+    }
+}
+
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
+
+/// The checkpoint directory of a flow: `checkpointLocation` or `<storage>/checkpoints/<flow>`.
+pub fn checkpoint_path(flow: &FlowNode, opts: &RunOptions) -> PathBuf {
+    let explicit = flow
+        .options
+        .get("checkpointLocation")
+        .or_else(|| flow.def.conf.get("checkpointLocation"));
+    match explicit {
+        Some(p) => resolve(&opts.base_dir, p),
+        None => opts.storage.join("checkpoints").join(&flow.def.name),
+    }
+}
+
+/// Runs the pipeline: every selected flow, triggered (available-now, in
+/// order) or continuously (each on its trigger until `opts.stop`).
+pub fn run(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::runtime(format!("could not start the runtime: {e}")))?;
+    rt.block_on(run_async(graph, opts))
+}
+
+/// The selected flows, in run order.
+fn selected_flows<'a>(graph: &'a PipelineGraph, opts: &RunOptions) -> Vec<&'a FlowNode> {
+    let selection: Vec<&String> = opts
+        .refresh
+        .iter()
+        .chain(opts.full_refresh.iter())
+        .collect();
+    graph
+        .ordered_flows()
+        .filter(|f| selection.is_empty() || selection.contains(&&f.def.target))
+        .collect()
+}
+
+/// Clears checkpoints and data of the datasets named by `--full-refresh` (or all).
+pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<String>> {
+    let names: Vec<String> = if opts.full_refresh_all {
+        graph.datasets.keys().cloned().collect()
+    } else {
+        opts.full_refresh.clone()
+    };
+    let mut done = Vec::new();
+    for name in names {
+        let Some(ds) = graph.datasets.get(&name) else {
+            continue;
+        };
+        for flow in ds.flows.iter().filter_map(|f| graph.flows.get(f)) {
+            remove_dir(&checkpoint_path(flow, opts))?;
+        }
+        if ds.def.dataset_type() != DatasetType::Sink {
+            remove_dir(&table_path(ds, opts))?;
+        }
+        done.push(name);
+    }
+    Ok(done)
+}
+
+fn remove_dir(p: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(p, e)),
+    }
+}
+
+async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
+    full_refresh(graph, opts)?;
+    let reporter = Arc::new(ProgressReporter::new(&opts.storage)?);
+    let flows = selected_flows(graph, opts);
+    let mut summary = RunSummary::default();
+    if !opts.continuous {
+        for flow in flows {
+            let s = run_flow(graph, flow, opts, &reporter, false).await?;
+            summary.flows.push(s);
+        }
+        return Ok(summary);
+    }
+    // Continuous: every flow on its own task; Ctrl-C stops them at a batch boundary.
+    let stop = opts.stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("stopping at the next batch boundary…");
+            stop.store(true, Ordering::SeqCst);
+        }
+    });
+    let mut handles = Vec::new();
+    for flow in flows {
+        let graph = graph.clone();
+        let name = flow.def.name.clone();
+        let opts = opts.clone();
+        let reporter = reporter.clone();
+        handles.push(tokio::spawn(async move {
+            let flow = &graph.flows[&name];
+            run_flow(&graph, flow, &opts, &reporter, true).await
+        }));
+    }
+    let mut first_error = None;
+    for h in handles {
+        match h.await {
+            Ok(Ok(s)) => summary.flows.push(s),
+            Ok(Err(e)) => {
+                opts.stop.store(true, Ordering::SeqCst);
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                opts.stop.store(true, Ordering::SeqCst);
+                first_error.get_or_insert(Error::runtime(format!("a flow task failed: {e}")));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
+/// Aborts the process at a named point when `PIPELINES_FAULT=<point>:<batch>`
+/// (optionally `<flow>/<point>:<batch>`) is set: the crash-recovery tests use
+/// it to kill a pipeline between two steps of the batch protocol.
+pub fn fault_point(flow: &str, point: &str, batch: u64) {
+    if let Ok(spec) = std::env::var("PIPELINES_FAULT") {
+        let want_a = format!("{point}:{batch}");
+        let want_b = format!("{flow}/{point}:{batch}");
+        if spec == want_a || spec == want_b {
+            eprintln!("PIPELINES_FAULT: killing the process at {flow}/{point}:{batch}");
+            // SIGKILL: no destructor, flush or cleanup runs, as in a real crash.
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
+            std::process::abort();
+        }
+    }
+}
+
+async fn run_flow(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    opts: &RunOptions,
+    reporter: &Arc<ProgressReporter>,
+    continuous: bool,
+) -> Result<FlowSummary> {
+    let mut query = StreamingQuery::start(graph, flow, opts, reporter.clone())?;
+    let trigger = if continuous {
+        flow.trigger.clone()
+    } else {
+        Trigger::AvailableNow
+    };
+    let result = query.run(&trigger, opts).await;
+    match &result {
+        Ok(s) => reporter.event(
+            &graph.name,
+            &flow.def.name,
+            "flow_completed",
+            &format!("{} batches, {} rows in", s.batches, s.input_rows),
+        )?,
+        Err(e) => reporter.event(&graph.name, &flow.def.name, "flow_failed", &e.to_string())?,
+    }
+    result
+}
+
+/// One leaf input of a flow's plan.
+enum LeafInput {
+    /// A streaming source with its slot in the offset log.
+    Streaming {
+        slot: usize,
+        source: Box<dyn Source>,
+    },
+    /// A batch input, read whole for each micro-batch.
+    Static {
+        open: Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send>,
+    },
+}
+
+/// A flow running as a streaming query.
+struct StreamingQuery {
+    pipeline: String,
+    flow: FlowNode,
+    checkpoint: Checkpoint,
+    compiled: CompiledPlan,
+    leaves: Vec<LeafInput>,
+    sink: Box<dyn Sink>,
+    sink_description: String,
+    reporter: Arc<ProgressReporter>,
+    /// Offsets of the last committed batch, one per streaming slot.
+    committed: Vec<Option<Offset>>,
+    next_batch: u64,
+    watermark_ms: i64,
+    max_event_time_ms: Option<i64>,
+    last_batch_start: Option<Instant>,
+    summary: FlowSummary,
+    once_done: bool,
+}
+
+impl StreamingQuery {
+    fn start(
+        graph: &PipelineGraph,
+        flow: &FlowNode,
+        opts: &RunOptions,
+        reporter: Arc<ProgressReporter>,
+    ) -> Result<Self> {
+        let name = &flow.def.name;
+        let resolved = flow.plan.resolve(&GraphCatalog(graph)).map_err(|errs| {
+            Error::runtime(format!(
+                "flow `{name}`: its plan no longer resolves: {}",
+                errs.iter()
+                    .map(|e| e.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        })?;
+        let compiled = CompiledPlan::compile(name, &flow.plan, &resolved, 2)?;
+
+        let ckpt_dir = checkpoint_path(flow, opts);
+        if let Some(import) = &flow.def.import_checkpoint {
+            let src = resolve(&opts.base_dir, import);
+            if crate::engine::checkpoint::import_from(&src, &ckpt_dir)? {
+                reporter.event(
+                    &graph.name,
+                    name,
+                    "checkpoint_imported",
+                    &src.display().to_string(),
+                )?;
+            }
+        }
+        // A materialized view is recomputed on every run.
+        let target = graph.datasets.get(&flow.def.target).ok_or_else(|| {
+            Error::runtime(format!(
+                "flow `{name}`: target `{}` is not declared",
+                flow.def.target
+            ))
+        })?;
+        let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
+        if recompute {
+            remove_dir(&ckpt_dir)?;
+            remove_dir(&table_path(target, opts))?;
+        }
+        let checkpoint = Checkpoint::open(&ckpt_dir)?;
+
+        // Leaves: streaming ones get a slot in the offset log.
+        let mut leaves = Vec::new();
+        let mut shapes = Vec::new();
+        let mut slot = 0usize;
+        for leaf in compiled.leaves() {
+            let ctx = SourceContext {
+                flow: name.clone(),
+                state_dir: checkpoint.source_dir(slot),
+                base_dir: opts.base_dir.clone(),
+                option_overrides: flow.options.clone(),
+            };
+            let make: Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send> = match leaf
+                .node
+                .as_ref()
+            {
+                PlanNode::Source(spec) => {
+                    let spec = spec.clone();
+                    let schema = leaf.schema.clone();
+                    let ctx = ctx.clone();
+                    shapes.push(SourceShape {
+                        description: spec.describe(),
+                        format: spec.format.name().to_string(),
+                        options: spec.options.clone(),
+                    });
+                    Box::new(move |state: &Path| {
+                        let mut c = ctx.clone();
+                        c.state_dir = state.to_path_buf();
+                        crate::engine::sources::open_source(&spec, schema.clone(), c)
+                    })
+                }
+                PlanNode::DatasetRead { name: ds, .. } => {
+                    let dataset = graph.datasets.get(ds).ok_or_else(|| {
+                        Error::runtime(format!(
+                            "flow `{name}`: reads `{ds}`, which is not declared"
+                        ))
+                    })?;
+                    if dataset.def.dataset_type() == DatasetType::TemporaryView {
+                        return Err(Error::runtime_with_help(
+                            format!("flow `{name}`: reading temporary view `{ds}` is not supported by this build yet"),
+                            "declare it as a streaming table (#[table]) instead",
+                        ));
+                    }
+                    let path = table_path(dataset, opts);
+                    let format = dataset.format();
+                    let options = dataset.def.options.clone();
+                    let schema = leaf.schema.clone();
+                    let ctx = ctx.clone();
+                    shapes.push(SourceShape {
+                        description: format!("dataset `{ds}`"),
+                        format: format.clone(),
+                        options: options.clone(),
+                    });
+                    Box::new(move |state: &Path| {
+                        let mut c = ctx.clone();
+                        c.state_dir = state.to_path_buf();
+                        crate::engine::sources::open_table_source(
+                            &path,
+                            &format,
+                            schema.clone(),
+                            &options,
+                            c,
+                        )
+                    })
+                }
+                other => {
+                    return Err(Error::runtime(format!(
+                        "flow `{name}`: unexpected leaf `{}` in the plan",
+                        other.name()
+                    )))
+                }
+            };
+            if leaf.streaming {
+                let state = checkpoint.source_dir(slot);
+                let source = make(&state)?;
+                leaves.push(LeafInput::Streaming { slot, source });
+                slot += 1;
+            } else {
+                shapes.pop();
+                leaves.push(LeafInput::Static { open: make });
+            }
+        }
+
+        // The query's shape: refuse a changed query on an old checkpoint.
+        let shape = QueryShape {
+            sources: shapes,
+            stateful_operators: Vec::new(),
+            output_schema: flow
+                .schema
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), type_to_ddl(f.data_type())))
+                .collect(),
+        };
+        match checkpoint.read_shape()? {
+            Some(old) => {
+                let diff = shape_diff(&old, &shape);
+                if !diff.is_empty() {
+                    return Err(Error::ShapeChanged(format!(
+                        "error: flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
+                        flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
+                        checkpoint.dir().display(),
+                        diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
+                        flow.def.target,
+                        flow.def.target,
+                    )));
+                }
+            }
+            None => checkpoint.write_shape(&shape)?,
+        }
+
+        // The sink.
+        let sink_ctx = sink_context(graph, flow, target, opts, checkpoint.query_id())?;
+        let foreach = crate::engine::sinks::foreach_batch_fn(&target.def.name);
+        let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
+        let sink_description = sink.describe();
+
+        let slots = slot;
+        let mut q = StreamingQuery {
+            pipeline: graph.name.clone(),
+            flow: flow.clone(),
+            checkpoint,
+            compiled,
+            leaves,
+            sink,
+            sink_description,
+            reporter,
+            committed: vec![None; slots],
+            next_batch: 0,
+            watermark_ms: 0,
+            max_event_time_ms: None,
+            last_batch_start: None,
+            summary: FlowSummary {
+                flow: name.clone(),
+                ..FlowSummary::default()
+            },
+            once_done: false,
+        };
+        q.recover_positions()?;
+        Ok(q)
+    }
+
+    /// Reads the commit log: where the next batch starts.
+    fn recover_positions(&mut self) -> Result<()> {
+        if let Some((n, commit)) = self.checkpoint.latest_commit()? {
+            let entry = self.checkpoint.offsets(n)?;
+            self.committed = normalize_slots(entry.sources, self.committed.len());
+            self.next_batch = n + 1;
+            self.watermark_ms = commit.next_batch_watermark_ms;
+            self.once_done = true;
+        }
+        Ok(())
+    }
+
+    async fn run(&mut self, trigger: &Trigger, opts: &RunOptions) -> Result<FlowSummary> {
+        // A batch logged but not committed before a crash: replay it first,
+        // over exactly the logged offsets.
+        if let Some((n, entry)) = self.checkpoint.latest_offsets()? {
+            if n >= self.next_batch {
+                if n != self.next_batch {
+                    return Err(Error::checkpoint(
+                        self.checkpoint.dir().join("offsets").join(n.to_string()),
+                        format!(
+                            "offsets for batch {n} but the last commit is batch {}; the log has a gap",
+                            self.next_batch as i64 - 1
+                        ),
+                    ));
+                }
+                let ends = normalize_slots(entry.sources.clone(), self.committed.len());
+                self.watermark_ms = entry.batch_watermark_ms;
+                self.run_batch(n, ends, true, Instant::now(), 0.0).await?;
+            }
+        }
+
+        let streaming = self.flow.streaming;
+        if !streaming {
+            // Batch flows (materialized views, once flows) run a single batch.
+            // A materialized view's checkpoint was cleared at start, so it always runs;
+            // a once flow runs until its single batch is committed.
+            if self.once_done {
+                self.summary.skipped = true;
+            } else {
+                let n = self.next_batch;
+                self.log_offsets(n, &[])?;
+                self.run_batch(n, Vec::new(), false, Instant::now(), 0.0)
+                    .await?;
+            }
+            return Ok(self.summary.clone());
+        }
+
+        if matches!(trigger, Trigger::AvailableNow) {
+            for leaf in &mut self.leaves {
+                if let LeafInput::Streaming { source, .. } = leaf {
+                    source.prepare_available_now()?;
+                }
+            }
+        }
+        loop {
+            if opts.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let started = Instant::now();
+            let ran = self.step().await?;
+            match trigger {
+                Trigger::AvailableNow => {
+                    if !ran {
+                        break;
+                    }
+                }
+                Trigger::Once => break,
+                Trigger::ProcessingTime(interval) => {
+                    let elapsed = started.elapsed();
+                    if elapsed < *interval {
+                        sleep_unless_stopped(*interval - elapsed, &opts.stop).await;
+                    }
+                }
+                Trigger::Default | Trigger::RealTime { .. } => {
+                    if !ran {
+                        sleep_unless_stopped(opts.idle_poll, &opts.stop).await;
+                    }
+                }
+            }
+        }
+        Ok(self.summary.clone())
+    }
+
+    /// Plans and runs the next batch; false when no source has new data.
+    async fn step(&mut self) -> Result<bool> {
+        let started = Instant::now();
+        let mut ends = self.committed.clone();
+        let mut new_data = false;
+        for leaf in &mut self.leaves {
+            if let LeafInput::Streaming { slot, source } = leaf {
+                let start = self.committed[*slot].as_ref();
+                if let Some(end) = source.latest_offset(start)? {
+                    if Some(&end) != start {
+                        new_data = true;
+                        ends[*slot] = Some(end);
+                    }
+                }
+            }
+        }
+        if !new_data {
+            return Ok(false);
+        }
+        let latest_offset_ms = ms(started.elapsed());
+        let n = self.next_batch;
+        self.log_offsets(n, &ends)?;
+        fault_point(&self.flow.def.name, "after_offsets", n);
+        self.run_batch(n, ends, false, started, latest_offset_ms)
+            .await?;
+        Ok(true)
+    }
+
+    fn log_offsets(&mut self, n: u64, ends: &[Option<Offset>]) -> Result<()> {
+        let entry = OffsetEntry {
+            batch_watermark_ms: self.watermark_ms,
+            batch_timestamp_ms: chrono::Utc::now().timestamp_millis(),
+            conf: self.flow.def.conf.clone(),
+            sources: ends.to_vec(),
+        };
+        self.checkpoint.write_offsets(n, &entry)
+    }
+
+    async fn run_batch(
+        &mut self,
+        n: u64,
+        ends: Vec<Option<Offset>>,
+        replayed: bool,
+        started: Instant,
+        latest_offset_ms: f64,
+    ) -> Result<()> {
+        let mut durations = PhaseDurations {
+            latest_offset: latest_offset_ms,
+            ..PhaseDurations::default()
+        };
+        let wal_done = Instant::now();
+        durations.wal_commit = ms(wal_done - started) - latest_offset_ms;
+
+        // Read.
+        let mut inputs: Vec<Vec<RecordBatch>> = Vec::with_capacity(self.leaves.len());
+        let mut sources = Vec::new();
+        let mut input_rows = 0u64;
+        let static_dir = self.checkpoint.dir().join("static");
+        for (i, leaf) in self.leaves.iter_mut().enumerate() {
+            match leaf {
+                LeafInput::Streaming { slot, source } => {
+                    let start = self.committed.get(*slot).cloned().flatten();
+                    let end = ends.get(*slot).cloned().flatten();
+                    let read = match &end {
+                        Some(e) if Some(e) != start.as_ref() => source.read(start.as_ref(), e)?,
+                        _ => Default::default(),
+                    };
+                    let rows = read.num_rows() as u64;
+                    input_rows += rows;
+                    sources.push(SourceProgress {
+                        description: source.describe(),
+                        start_offset: start,
+                        end_offset: end,
+                        num_input_rows: rows,
+                        num_malformed_dropped: read.malformed_dropped,
+                    });
+                    inputs.push(read.batches);
+                }
+                LeafInput::Static { open } => {
+                    let dir = static_dir.join(i.to_string());
+                    remove_dir(&dir)?;
+                    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                    let mut source = open(&dir)?;
+                    let batches = read_all(source.as_mut())?;
+                    remove_dir(&dir)?;
+                    inputs.push(batches);
+                }
+            }
+        }
+        let read_done = Instant::now();
+        durations.get_batch = ms(read_done - wal_done);
+
+        // Track event time for the watermark of the next batch.
+        for (col, delay) in self.compiled.watermarks().to_vec() {
+            for batches in &inputs {
+                if let Some(max) = max_event_time_ms(batches, &col) {
+                    let m = self.max_event_time_ms.map_or(max, |old| old.max(max));
+                    self.max_event_time_ms = Some(m);
+                    self.watermark_ms = self.watermark_ms.max(m - delay);
+                }
+            }
+        }
+
+        // Execute.
+        let output = self.compiled.execute(inputs).await?;
+        let exec_done = Instant::now();
+        durations.execute = ms(exec_done - read_done);
+        let output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
+
+        // Sink.
+        let mode = match self.flow.def.kind {
+            FlowKind::Update => OutputMode::Update,
+            FlowKind::Append => OutputMode::Append,
+        };
+        let write = self.sink.add_batch(n, output, mode)?;
+        let sink_done = Instant::now();
+        durations.add_batch = ms(sink_done - exec_done);
+        fault_point(&self.flow.def.name, "before_commit", n);
+
+        // Commit.
+        self.checkpoint.write_commit(
+            n,
+            &CommitEntry {
+                next_batch_watermark_ms: self.watermark_ms,
+            },
+        )?;
+        for leaf in &mut self.leaves {
+            if let LeafInput::Streaming { slot, source } = leaf {
+                if let Some(Some(end)) = ends.get(*slot) {
+                    source.commit(end)?;
+                }
+            }
+        }
+        durations.commit = ms(sink_done.elapsed());
+        durations.trigger_execution = ms(started.elapsed());
+        self.committed = ends;
+        self.next_batch = n + 1;
+        self.once_done = true;
+        if n % 100 == 99 {
+            self.checkpoint.purge(100)?;
+        }
+
+        let wall = self
+            .last_batch_start
+            .map(|t| started.duration_since(t).as_secs_f64())
+            .unwrap_or(0.0);
+        self.last_batch_start = Some(started);
+        let secs = durations.trigger_execution / 1000.0;
+        let progress = BatchProgress {
+            pipeline: self.pipeline.clone(),
+            flow: self.flow.def.name.clone(),
+            query_id: self.checkpoint.query_id().to_string(),
+            batch_id: n,
+            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            replayed,
+            num_input_rows: input_rows,
+            input_rows_per_second: if wall > 0.0 {
+                input_rows as f64 / wall
+            } else {
+                0.0
+            },
+            processed_rows_per_second: if secs > 0.0 {
+                input_rows as f64 / secs
+            } else {
+                0.0
+            },
+            num_output_rows: output_rows,
+            duration_ms: durations,
+            watermark_ms: if self.compiled.watermarks().is_empty() {
+                None
+            } else {
+                Some(self.watermark_ms)
+            },
+            sources,
+            sink: self.sink_description.clone(),
+            sink_skipped_replay: write.skipped_replay,
+        };
+        self.reporter.report(&progress)?;
+        self.summary.batches += 1;
+        self.summary.input_rows += input_rows;
+        self.summary.output_rows += output_rows;
+        if replayed {
+            self.summary.replayed += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Reads everything a source has now (for batch inputs).
+fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
+    source.prepare_available_now()?;
+    let mut out = Vec::new();
+    let mut start: Option<Offset> = None;
+    while let Some(end) = source.latest_offset(start.as_ref())? {
+        if Some(&end) == start.as_ref() {
+            break;
+        }
+        out.extend(source.read(start.as_ref(), &end)?.batches);
+        start = Some(end);
+    }
+    Ok(out)
+}
+
+fn normalize_slots(mut v: Vec<Option<Offset>>, n: usize) -> Vec<Option<Offset>> {
+    v.resize(n, None);
+    v
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let deadline = Instant::now() + d;
+    while Instant::now() < deadline {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(left.min(Duration::from_millis(50))).await;
+    }
+}
+
+/// The sink a flow writes to: a declared sink, or the storage of a table.
+fn sink_context(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    target: &DatasetNode,
+    opts: &RunOptions,
+    query_id: &str,
+) -> Result<SinkContext> {
+    let _ = graph;
+    let format = target.format();
+    let path = match target.def.dataset_type() {
+        DatasetType::Sink => target
+            .def
+            .options
+            .get("path")
+            .map(|p| resolve(&opts.base_dir, p)),
+        _ => Some(table_path(target, opts)),
+    };
+    let mut options: BTreeMap<String, String> = target.def.options.clone();
+    if target.def.dataset_type() != DatasetType::Sink && normalize_format(&format) == "delta" {
+        return Err(Error::runtime_with_help(
+            format!(
+                "flow `{}`: table `{}` is a Delta table, which this build cannot write yet",
+                flow.def.name, target.def.name
+            ),
+            format!(
+                "set `format: parquet` for `{}` under `tables:` in the spec",
+                target.def.name
+            ),
+        ));
+    }
+    options
+        .entry("queryName".to_string())
+        .or_insert_with(|| target.def.name.clone());
+    Ok(SinkContext {
+        name: target.def.name.clone(),
+        format,
+        options,
+        path,
+        partition_cols: target.def.partition_cols.clone(),
+        schema: flow.schema.clone(),
+        flow: flow.def.name.clone(),
+        query_id: query_id.to_string(),
+    })
+}
+
+struct GraphCatalog<'a>(&'a PipelineGraph);
+
+impl crate::plan::Catalog for GraphCatalog<'_> {
+    fn dataset_schema(&self, name: &str) -> Option<arrow::datatypes::SchemaRef> {
+        self.0.datasets.get(name).and_then(|d| d.schema.clone())
+    }
+}

@@ -1,1 +1,77 @@
-//! Placeholder, being written.
+//! Sink implementations and [`open_sink`], which picks one by format.
+//!
+//! - [`file`](mod@file): parquet / JSON lines / CSV files, exactly once through the
+//!   `_spark_metadata` manifest ([`manifest`], whose [`committed_files`]
+//!   readers use to list a table's files);
+//! - [`console`]: prints batches like Spark's console sink;
+//! - [`memory`]: named in-memory tables ([`memory_table`]);
+//! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]).
+
+pub mod console;
+pub mod file;
+pub mod foreach_batch;
+pub mod manifest;
+pub mod memory;
+
+pub use console::ConsoleSink;
+pub use file::FileSink;
+pub use foreach_batch::{
+    foreach_batch_fn, register_foreach_batch, ForeachBatchFn, ForeachBatchSink,
+};
+pub use manifest::{committed_files, CommittedFile};
+pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};
+
+use crate::engine::sink::{Sink, SinkContext};
+use crate::error::{Error, Result};
+
+/// The sink formats this build can write.
+pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
+    "parquet",
+    "json",
+    "csv",
+    "console",
+    "memory",
+    "foreach_batch",
+];
+
+/// Opens the sink for `ctx.format`: `parquet`/`json`/`csv` → [`FileSink`],
+/// `console` → [`ConsoleSink`] (standard output), `memory` → [`MemorySink`],
+/// `foreach_batch` → [`ForeachBatchSink`] with `foreach` or else the closure
+/// registered under the sink's name. Other formats (`delta`, `kafka`) are an
+/// error saying they are not supported by this build yet.
+pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Box<dyn Sink>> {
+    let format = crate::formats::normalize_format(&ctx.format);
+    let ctx = SinkContext { format, ..ctx };
+    Ok(match ctx.format.as_str() {
+        "parquet" | "json" | "csv" => Box::new(FileSink::open(&ctx)?),
+        "console" => Box::new(ConsoleSink::open(&ctx)?),
+        "memory" => Box::new(MemorySink::open(&ctx)?),
+        "foreach_batch" => Box::new(ForeachBatchSink::open(&ctx, foreach)?),
+        other if crate::formats::SINK_FORMATS.contains(&other) => {
+            return Err(Error::runtime_with_help(
+                format!(
+                    "sink `{}`: format `{other}` is not supported by this build yet",
+                    ctx.name
+                ),
+                format!(
+                    "write to one of {} for now",
+                    SUPPORTED_SINK_FORMATS.join(", ")
+                ),
+            ))
+        }
+        other => {
+            let help =
+                match crate::formats::did_you_mean(other, SUPPORTED_SINK_FORMATS.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("use one of {}", SUPPORTED_SINK_FORMATS.join(", ")),
+                };
+            return Err(Error::runtime_with_help(
+                format!(
+                    "sink `{}`: format `{other}` is not a known sink format",
+                    ctx.name
+                ),
+                help,
+            ));
+        }
+    })
+}

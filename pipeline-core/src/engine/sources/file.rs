@@ -1,0 +1,776 @@
+//! The file source: json (JSON lines), csv, parquet and text files in a
+//! directory or matching a glob, with Spark's `FileStreamSource` offsets.
+//!
+//! Each trigger lists the directory (recursively, skipping hidden files and
+//! directories: names starting with `.` or `_`, except `_` names holding a
+//! `=`) or the glob, takes the files not seen before in modification-time
+//! order (ties by path; `latestFirst=true` reverses), caps them by
+//! `maxFilesPerTrigger` / `maxBytesPerTrigger` (at least one file), and
+//! records them as batch `N` of the source's private log,
+//! `<state_dir>/<N>`, in Spark's format (a `v1` line, then one JSON line per
+//! file: `{"path":"file:///…","timestamp":<mtime ms>,"batchId":N}`), before
+//! the runtime writes its offsets. The offset is `{"logOffset": N}`;
+//! reading `(start, end]` reads exactly the files logged for the batches in
+//! that range, so a replay after a crash reads the same files, and on
+//! restart the seen-set is rebuilt from the log: no file is read twice and
+//! none is skipped.
+//!
+//! A directory written by a file sink (it has `_spark_metadata`) is read
+//! through its manifest: only committed files, in log order.
+//!
+//! Options: `maxFilesPerTrigger`, `maxBytesPerTrigger`, `latestFirst`,
+//! `fileNameOnly`, `pathGlobFilter`, `ignoreMissingFiles`,
+//! `ignoreCorruptFiles`, `mode` (`PERMISSIVE`, `DROPMALFORMED`,
+//! `FAILFAST`), `columnNameOfCorruptRecord`, json `multiLine`, csv
+//! `header`, `sep`/`delimiter`, `quote`, `escape`, `comment`, `nullValue`.
+//! Timestamps are read in ISO-8601 (`2026-11-01T10:00:05Z`,
+//! `2026-11-01 10:00:05`, UTC when no zone is given).
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::json;
+
+use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
+use super::{manifest_files, resolve_path, write_atomic, Options};
+use crate::engine::source::{Offset, ReadBatch, Source, SourceContext};
+use crate::error::{Error, Result};
+use crate::plan::reader::SourceFormat;
+
+/// The file formats of the file source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileFormat {
+    /// JSON lines (one object per line; `multiLine=true`: one document per file).
+    Json,
+    /// CSV.
+    Csv,
+    /// Parquet.
+    Parquet,
+    /// Text: one row per line, in a single string column.
+    Text,
+}
+
+impl FileFormat {
+    /// The file format of a source format, if it is one.
+    pub fn from_source_format(f: SourceFormat) -> Option<FileFormat> {
+        match f {
+            SourceFormat::Json => Some(FileFormat::Json),
+            SourceFormat::Csv => Some(FileFormat::Csv),
+            SourceFormat::Parquet => Some(FileFormat::Parquet),
+            SourceFormat::Text => Some(FileFormat::Text),
+            _ => None,
+        }
+    }
+
+    /// The format's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FileFormat::Json => "json",
+            FileFormat::Csv => "csv",
+            FileFormat::Parquet => "parquet",
+            FileFormat::Text => "text",
+        }
+    }
+}
+
+/// What is listed each trigger.
+#[derive(Debug)]
+enum Root {
+    /// A directory, listed recursively.
+    Dir(PathBuf),
+    /// A single file.
+    File(PathBuf),
+    /// Files under `base` whose path relative to it matches the glob.
+    Glob {
+        base: PathBuf,
+        matcher: GlobMatcher,
+        max_depth: Option<usize>,
+    },
+}
+
+/// A listed file.
+#[derive(Clone, Debug)]
+struct Candidate {
+    path: PathBuf,
+    mtime: i64,
+    size: u64,
+}
+
+/// One line of the source log.
+#[derive(Clone, Debug)]
+struct LogEntry {
+    path: PathBuf,
+}
+
+/// The streaming file source (see the module documentation).
+#[derive(Debug)]
+pub struct FileSource {
+    flow: String,
+    declared_path: String,
+    format: FileFormat,
+    schema: SchemaRef,
+    root: Root,
+    /// A pipeline table: read only through the manifest.
+    table: bool,
+    state_dir: PathBuf,
+    max_files: Option<u64>,
+    max_bytes: Option<u64>,
+    latest_first: bool,
+    file_name_only: bool,
+    path_filter: Option<GlobMatcher>,
+    ignore_missing: bool,
+    parse: ParseConfig,
+    /// The source log: files of each planned batch.
+    log: BTreeMap<u64, Vec<LogEntry>>,
+    seen: HashSet<String>,
+    /// Whether the directory is read through its manifest (decided at the
+    /// first listing that finds files, like Spark).
+    manifest: Option<bool>,
+    /// Available-now runs: the files that existed when the run started.
+    available_now: Option<HashSet<String>>,
+    threads: usize,
+}
+
+impl FileSource {
+    /// Opens a file source on `path` (a directory, a file or a glob,
+    /// resolved against `ctx.base_dir`). `table`: a pipeline table, read
+    /// only through its manifest and allowed not to exist yet.
+    pub fn open(
+        path: &str,
+        format: FileFormat,
+        schema: SchemaRef,
+        options: Options,
+        ctx: SourceContext,
+        table: bool,
+    ) -> Result<FileSource> {
+        let flow = ctx.flow.clone();
+        let root = make_root(&ctx, path, table)?;
+        let mode = match options.get("mode").map(|m| m.trim().to_ascii_uppercase()) {
+            None => Mode::Permissive,
+            Some(m) if m == "PERMISSIVE" => Mode::Permissive,
+            Some(m) if m == "DROPMALFORMED" => Mode::DropMalformed,
+            Some(m) if m == "FAILFAST" => Mode::FailFast,
+            Some(m) => {
+                return Err(Error::runtime_with_help(
+                    format!("flow `{flow}`: unknown mode `{m}`"),
+                    "use PERMISSIVE, DROPMALFORMED or FAILFAST",
+                ))
+            }
+        };
+        let corrupt_name = options
+            .get("columnNameOfCorruptRecord")
+            .unwrap_or("_corrupt_record")
+            .to_string();
+        let corrupt_idx = match format {
+            FileFormat::Json | FileFormat::Csv => schema
+                .fields()
+                .iter()
+                .position(|f| f.name() == &corrupt_name)
+                .filter(|&i| schema.field(i).data_type() == &DataType::Utf8),
+            _ => None,
+        };
+        let data_schema: SchemaRef = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != corrupt_idx)
+                .map(|(_, f)| Field::new(f.name(), f.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        if format == FileFormat::Text
+            && (schema.fields().len() != 1
+                || !matches!(
+                    schema.field(0).data_type(),
+                    DataType::Utf8 | DataType::LargeUtf8
+                ))
+        {
+            return Err(Error::runtime_with_help(
+                format!("flow `{flow}`: text source schema must be a single STRING column"),
+                "remove .schema(...) to get the column `value STRING`",
+            ));
+        }
+        let csv = CsvOptions {
+            header: options.bool("header", false)?,
+            delimiter: match options.byte_char("sep")? {
+                Some(c) => c,
+                None => options.byte_char("delimiter")?.unwrap_or(b','),
+            },
+            quote: options.byte_char("quote")?.unwrap_or(b'"'),
+            escape: Some(options.byte_char("escape")?.unwrap_or(b'\\')),
+            comment: options.byte_char("comment")?,
+            null_value: options
+                .get("nullValue")
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
+        };
+        if let Some(enc) = options.get("encoding").or_else(|| options.get("charset")) {
+            let e = enc.trim().to_ascii_lowercase().replace('-', "");
+            if e != "utf8" {
+                return Err(Error::runtime_with_help(
+                    format!("flow `{flow}`: encoding `{enc}` is not supported"),
+                    "convert the files to UTF-8 and remove the option",
+                ));
+            }
+        }
+        let path_filter = match options.get("pathGlobFilter") {
+            None => None,
+            Some(g) => Some(
+                GlobBuilder::new(g)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| {
+                        Error::runtime_with_help(
+                            format!(
+                                "flow `{flow}`: option `pathGlobFilter` is not a valid glob: {e}"
+                            ),
+                            ".option(\"pathGlobFilter\", \"*.json\")",
+                        )
+                    })?
+                    .compile_matcher(),
+            ),
+        };
+        let parse = ParseConfig {
+            flow: flow.clone(),
+            format,
+            schema: schema.clone(),
+            data_schema,
+            corrupt_idx,
+            mode,
+            csv,
+            multi_line: format == FileFormat::Json && options.bool("multiLine", false)?,
+            ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
+            base_dir: ctx.base_dir.clone(),
+        };
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, 8);
+        let mut source = FileSource {
+            flow,
+            declared_path: path.to_string(),
+            format,
+            schema,
+            root,
+            table,
+            state_dir: ctx.state_dir.clone(),
+            max_files: options.positive("maxFilesPerTrigger")?,
+            max_bytes: options.bytes("maxBytesPerTrigger")?,
+            latest_first: options.bool("latestFirst", false)?,
+            file_name_only: options.bool("fileNameOnly", false)?,
+            path_filter,
+            ignore_missing: options.bool("ignoreMissingFiles", false)?,
+            parse,
+            log: BTreeMap::new(),
+            seen: HashSet::new(),
+            manifest: if table { Some(true) } else { None },
+            available_now: None,
+            threads,
+        };
+        source.load_log()?;
+        Ok(source)
+    }
+
+    /// The seen-set key of a file.
+    fn key(&self, path: &Path) -> String {
+        if self.file_name_only {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            path.to_string_lossy().into_owned()
+        }
+    }
+
+    /// Reads the source log (`<N>` and Spark's `<N>.compact` files).
+    fn load_log(&mut self) -> Result<()> {
+        let dir = &self.state_dir;
+        if !dir.is_dir() {
+            return Ok(());
+        }
+        let mut files: Vec<(u64, bool, PathBuf)> = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (num, compact) = match name.strip_suffix(".compact") {
+                Some(n) => (n, true),
+                None => (name.as_str(), false),
+            };
+            if let Ok(n) = num.parse::<u64>() {
+                files.push((n, compact, entry.path()));
+            }
+        }
+        files.sort();
+        for (n, compact, path) in files {
+            let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let mut lines = text.lines();
+            match lines.next() {
+                Some(v) if v.trim().starts_with('v') => {}
+                _ => {
+                    return Err(Error::checkpoint(
+                        &path,
+                        "missing version line (expected `v1`)",
+                    ))
+                }
+            }
+            if !compact {
+                self.log.entry(n).or_default();
+            }
+            for line in lines.filter(|l| !l.trim().is_empty()) {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .map_err(|e| Error::checkpoint(&path, format!("bad source log entry: {e}")))?;
+                let p = v
+                    .get("path")
+                    .and_then(|p| p.as_str())
+                    .ok_or_else(|| Error::checkpoint(&path, "source log entry without `path`"))?;
+                let batch = if compact {
+                    v.get("batchId").and_then(|b| b.as_u64()).unwrap_or(n)
+                } else {
+                    n
+                };
+                let entry = LogEntry {
+                    path: uri_to_path(p),
+                };
+                let list = self.log.entry(batch).or_default();
+                if !(compact && list.iter().any(|e| e.path == entry.path)) {
+                    list.push(entry);
+                }
+            }
+        }
+        let keys: Vec<String> = self
+            .log
+            .values()
+            .flatten()
+            .map(|e| self.key(&e.path))
+            .collect();
+        self.seen.extend(keys);
+        Ok(())
+    }
+
+    /// Lists the files the source could read now, in reading order.
+    fn list(&mut self) -> Result<Vec<Candidate>> {
+        let mut files = Vec::new();
+        match &self.root {
+            Root::Dir(dir) => {
+                if self.manifest != Some(false) {
+                    match manifest_files(dir)? {
+                        Some(m) => {
+                            self.manifest = Some(true);
+                            let mut out: Vec<Candidate> = m
+                                .into_iter()
+                                .map(|f| Candidate {
+                                    path: f.path,
+                                    mtime: f.modification_time_ms,
+                                    size: f.size,
+                                })
+                                .collect();
+                            if self.latest_first {
+                                out.reverse();
+                            }
+                            return Ok(out);
+                        }
+                        None if self.manifest == Some(true) => return Ok(Vec::new()),
+                        None => {}
+                    }
+                }
+                if dir.is_dir() {
+                    walk(dir, "", 0, None, None, &mut files)?;
+                }
+                if !files.is_empty() {
+                    self.manifest = Some(false);
+                }
+            }
+            Root::File(p) => {
+                if let Ok(md) = fs::metadata(p) {
+                    files.push(Candidate {
+                        path: p.clone(),
+                        mtime: mtime_ms(&md),
+                        size: md.len(),
+                    });
+                }
+            }
+            Root::Glob {
+                base,
+                matcher,
+                max_depth,
+            } => {
+                if base.is_dir() {
+                    walk(base, "", 0, *max_depth, Some(matcher), &mut files)?;
+                }
+            }
+        }
+        if let Some(filter) = &self.path_filter {
+            files.retain(|f| f.path.file_name().is_some_and(|n| filter.is_match(n)));
+        }
+        files.sort_by(|a, b| a.mtime.cmp(&b.mtime).then_with(|| a.path.cmp(&b.path)));
+        if self.latest_first {
+            files.reverse();
+        }
+        Ok(files)
+    }
+
+    fn parse_offset(&self, o: &Offset) -> Result<u64> {
+        let n = o
+            .get("logOffset")
+            .and_then(|v| v.as_i64())
+            .or_else(|| o.as_i64());
+        match n {
+            Some(n) if n >= 0 => Ok(n as u64),
+            _ => Err(Error::runtime_with_help(
+                format!(
+                    "flow `{}`: offset `{o}` is not a file source offset (expected {{\"logOffset\": N}})",
+                    self.flow
+                ),
+                "the checkpoint belongs to a different query: use a new checkpoint location",
+            )),
+        }
+    }
+
+    fn write_log(&self, batch: u64, files: &[Candidate]) -> Result<()> {
+        let mut text = String::from("v1");
+        for f in files {
+            text.push('\n');
+            text.push_str(
+                &json!({
+                    "path": path_to_uri(&f.path),
+                    "timestamp": f.mtime,
+                    "batchId": batch,
+                })
+                .to_string(),
+            );
+        }
+        let path = self.state_dir.join(batch.to_string());
+        if path.exists() {
+            return Err(Error::checkpoint(
+                &path,
+                "source log entry already exists (another query may be using this checkpoint)",
+            ));
+        }
+        write_atomic(&path, text.as_bytes())
+    }
+}
+
+fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
+    let is_glob = path.contains(['*', '?', '[', '{']);
+    if !is_glob {
+        let p = resolve_path(&ctx.base_dir, path);
+        let p = fs::canonicalize(&p).unwrap_or(p);
+        if p.is_file() {
+            return Ok(Root::File(p));
+        }
+        if !p.exists() && !table {
+            return Err(Error::runtime_with_help(
+                format!(
+                    "flow `{}`: source path {} does not exist",
+                    ctx.flow,
+                    p.display()
+                ),
+                format!(
+                    "create the directory, or fix the path (relative paths resolve against {})",
+                    ctx.base_dir.display()
+                ),
+            ));
+        }
+        return Ok(Root::Dir(p));
+    }
+    let p = path
+        .strip_prefix("file://")
+        .or_else(|| path.strip_prefix("file:"))
+        .unwrap_or(path);
+    let comps: Vec<&str> = p.split('/').collect();
+    let first_glob = comps
+        .iter()
+        .position(|c| c.contains(['*', '?', '[', '{']))
+        .unwrap_or(0);
+    let base_str = comps[..first_glob].join("/");
+    let rest = comps[first_glob..].join("/");
+    let base = if base_str.is_empty() && p.starts_with('/') {
+        PathBuf::from("/")
+    } else if base_str.is_empty() {
+        ctx.base_dir.clone()
+    } else {
+        resolve_path(&ctx.base_dir, &base_str)
+    };
+    let base = fs::canonicalize(&base).unwrap_or(base);
+    let matcher = GlobBuilder::new(&rest)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| {
+            Error::runtime_with_help(
+                format!(
+                    "flow `{}`: source path `{path}` is not a valid glob: {e}",
+                    ctx.flow
+                ),
+                "use `*` within a directory, `**` across directories, e.g. data/**/part-*.json",
+            )
+        })?
+        .compile_matcher();
+    let max_depth = if rest.contains("**") {
+        None
+    } else {
+        Some(comps.len() - first_glob)
+    };
+    if !base.is_dir() && !table {
+        return Err(Error::runtime_with_help(
+            format!(
+                "flow `{}`: source directory {} (of the glob `{path}`) does not exist",
+                ctx.flow,
+                base.display()
+            ),
+            format!(
+                "create the directory, or fix the path (relative paths resolve against {})",
+                ctx.base_dir.display()
+            ),
+        ));
+    }
+    Ok(Root::Glob {
+        base,
+        matcher,
+        max_depth,
+    })
+}
+
+/// Hidden files and directories, like Spark: `.`/`_` prefixed (except
+/// partition directories such as `_x=1`), or being copied.
+fn hidden(name: &str) -> bool {
+    (name.starts_with('_') && !name.contains('='))
+        || name.starts_with('.')
+        || name.ends_with("._COPYING_")
+}
+
+fn mtime_ms(md: &fs::Metadata) -> i64 {
+    md.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn walk(
+    dir: &Path,
+    rel: &str,
+    depth: usize,
+    max_depth: Option<usize>,
+    matcher: Option<&GlobMatcher>,
+    out: &mut Vec<Candidate>,
+) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if hidden(&name) {
+            continue;
+        }
+        let path = entry.path();
+        // Follows symbolic links; a file deleted meanwhile is skipped.
+        let Ok(md) = fs::metadata(&path) else {
+            continue;
+        };
+        let rel_path = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if md.is_dir() {
+            if max_depth.is_none_or(|m| depth + 1 < m) {
+                walk(&path, &rel_path, depth + 1, max_depth, matcher, out)?;
+            }
+        } else if md.is_file() && matcher.is_none_or(|m| m.is_match(&rel_path)) {
+            out.push(Candidate {
+                path,
+                mtime: mtime_ms(&md),
+                size: md.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `file:///abs/path` with percent-encoding, like Hadoop paths in Spark's logs.
+pub(crate) fn path_to_uri(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    let mut out = String::from("file://");
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~:@+,=".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The path of a `file:` URI (percent-decoded), or a plain path.
+pub(crate) fn uri_to_path(uri: &str) -> PathBuf {
+    let rest = if let Some(r) = uri.strip_prefix("file://") {
+        r
+    } else if let Some(r) = uri.strip_prefix("file:") {
+        r
+    } else {
+        return PathBuf::from(uri);
+    };
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&rest[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+}
+
+impl Source for FileSource {
+    fn describe(&self) -> String {
+        if self.table {
+            format!(
+                "{} table source `{}`",
+                self.format.name(),
+                self.declared_path
+            )
+        } else {
+            format!("{} source `{}`", self.format.name(), self.declared_path)
+        }
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn prepare_available_now(&mut self) -> Result<()> {
+        let files = self.list()?;
+        let keys = files.iter().map(|f| self.key(&f.path)).collect();
+        self.available_now = Some(keys);
+        Ok(())
+    }
+
+    fn latest_offset(&mut self, start: Option<&Offset>) -> Result<Option<Offset>> {
+        let next = match start {
+            None => 0,
+            Some(o) => self.parse_offset(o)? + 1,
+        };
+        // Planned before a crash but never committed: the same files again.
+        if self.log.contains_key(&next) {
+            return Ok(Some(json!({ "logOffset": next })));
+        }
+        if let Some(last) = self.log.keys().next_back() {
+            if *last > next {
+                return Err(Error::runtime_with_help(
+                    format!(
+                        "flow `{}`: the source log in {} is ahead of the checkpoint's offsets (log batch {last}, next batch {next})",
+                        self.flow,
+                        self.state_dir.display()
+                    ),
+                    "the checkpoint was modified by hand: restore it or use a new checkpoint location",
+                ));
+            }
+        }
+        let candidates = self.list()?;
+        let mut picked: Vec<Candidate> = Vec::new();
+        let mut bytes = 0u64;
+        let mut keys = HashSet::new();
+        for c in candidates {
+            let key = self.key(&c.path);
+            if self.seen.contains(&key) || keys.contains(&key) {
+                continue;
+            }
+            if let Some(avail) = &self.available_now {
+                if !avail.contains(&key) {
+                    continue;
+                }
+            }
+            if let Some(max) = self.max_files {
+                if picked.len() as u64 >= max {
+                    break;
+                }
+            }
+            if let Some(max) = self.max_bytes {
+                if !picked.is_empty() && bytes + c.size > max {
+                    break;
+                }
+            }
+            bytes += c.size;
+            keys.insert(key);
+            picked.push(c);
+        }
+        if picked.is_empty() {
+            return Ok(None);
+        }
+        self.write_log(next, &picked)?;
+        self.seen.extend(keys);
+        self.log.insert(
+            next,
+            picked
+                .into_iter()
+                .map(|c| LogEntry { path: c.path })
+                .collect(),
+        );
+        Ok(Some(json!({ "logOffset": next })))
+    }
+
+    fn read(&mut self, start: Option<&Offset>, end: &Offset) -> Result<ReadBatch> {
+        let from = match start {
+            None => 0,
+            Some(o) => self.parse_offset(o)? + 1,
+        };
+        let to = self.parse_offset(end)?;
+        let mut files = Vec::new();
+        for batch in from..=to {
+            let entries = self.log.get(&batch).ok_or_else(|| {
+                Error::checkpoint(
+                    self.state_dir.join(batch.to_string()),
+                    format!(
+                        "flow `{}`: the source log has no batch {batch} (offsets ({}, {to}])",
+                        self.flow,
+                        from as i64 - 1
+                    ),
+                )
+            })?;
+            for e in entries {
+                match fs::metadata(&e.path) {
+                    Ok(md) => files.push(FileToRead {
+                        path: e.path.clone(),
+                        size: md.len(),
+                    }),
+                    Err(_) if self.ignore_missing => {
+                        tracing::warn!(flow = %self.flow, "skipping missing file {}", e.path.display());
+                    }
+                    Err(err) => {
+                        return Err(Error::runtime_with_help(
+                            format!(
+                                "flow `{}`: file {} of source batch {batch} cannot be read: {err}",
+                                self.flow,
+                                parse::display_path(&self.parse.base_dir, &e.path)
+                            ),
+                            "restore the file, or set ignoreMissingFiles to true to skip it",
+                        ))
+                    }
+                }
+            }
+        }
+        if files.is_empty() {
+            return Ok(ReadBatch::default());
+        }
+        let bytes = files.iter().map(|f| f.size).sum();
+        let decoded = parse::read_files(&self.parse, &files, self.threads)?;
+        Ok(ReadBatch {
+            batches: decoded.batches,
+            bytes,
+            malformed_dropped: decoded.dropped,
+        })
+    }
+}

@@ -1,0 +1,1023 @@
+//! Decoding the files of a batch: json lines, csv, text and parquet, with
+//! Spark's bad-record modes, read in parallel.
+//!
+//! Fast path: a whole file (or a line-aligned chunk of a big JSON/text file)
+//! goes to arrow's decoder at once. Only when that fails is the chunk split
+//! into records and decoded by halves, down to the bad records, which are
+//! then handled by `mode`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{new_null_array, Array, ArrayRef, StringArray};
+use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow::compute::{cast_with_options, concat_batches, CastOptions};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use super::file::FileFormat;
+use crate::error::{Error, Result};
+
+/// Rows per decoded batch.
+pub(crate) const BATCH_ROWS: usize = 64 * 1024;
+/// Big JSON/text files are split into line-aligned chunks of about this size
+/// (at least) so one file is decoded by several threads.
+const MIN_CHUNK_BYTES: u64 = 4 << 20;
+/// Below this many records a failing range is decoded record by record.
+const BISECT_LEAF: usize = 32;
+
+/// Spark's bad-record modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Permissive,
+    DropMalformed,
+    FailFast,
+}
+
+/// CSV options.
+#[derive(Clone, Debug)]
+pub(crate) struct CsvOptions {
+    pub header: bool,
+    pub delimiter: u8,
+    pub quote: u8,
+    pub escape: Option<u8>,
+    pub comment: Option<u8>,
+    /// Non-empty `nullValue` (the empty string is null by default).
+    pub null_value: Option<String>,
+}
+
+/// Everything needed to decode files into the source's schema.
+#[derive(Clone, Debug)]
+pub(crate) struct ParseConfig {
+    pub flow: String,
+    pub format: FileFormat,
+    /// The output schema.
+    pub schema: SchemaRef,
+    /// The schema decoded from the data: the output schema without the
+    /// corrupt-record column, every field nullable.
+    pub data_schema: SchemaRef,
+    /// Index of the corrupt-record column in the output schema.
+    pub corrupt_idx: Option<usize>,
+    pub mode: Mode,
+    pub csv: CsvOptions,
+    pub multi_line: bool,
+    pub ignore_corrupt_files: bool,
+    /// For messages: paths are shown relative to this directory.
+    pub base_dir: PathBuf,
+}
+
+/// A file to read, with its size.
+#[derive(Clone, Debug)]
+pub(crate) struct FileToRead {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// The decoded rows of a batch's files.
+#[derive(Debug, Default)]
+pub(crate) struct Decoded {
+    pub batches: Vec<RecordBatch>,
+    pub dropped: u64,
+}
+
+enum Task {
+    /// Bytes `[start, end)` of a file, extended to line boundaries (whole file: `0..u64::MAX`).
+    Range { file: usize, start: u64, end: u64 },
+    /// Some row groups (all: `None`) of a parquet file.
+    Parquet {
+        file: usize,
+        row_groups: Option<Vec<usize>>,
+    },
+}
+
+/// Reads `files` with up to `threads` threads; rows keep the files' order.
+pub(crate) fn read_files(
+    cfg: &ParseConfig,
+    files: &[FileToRead],
+    threads: usize,
+) -> Result<Decoded> {
+    let tasks = plan_tasks(cfg, files, threads)?;
+    let results: Vec<Mutex<Option<Result<Decoded>>>> =
+        tasks.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let workers = threads.clamp(1, tasks.len().max(1));
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= tasks.len() {
+            break;
+        }
+        let r = run_task(cfg, files, &tasks[i]);
+        let failed = r.is_err();
+        *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        if failed {
+            // Stop handing out later tasks; earlier ones still finish so
+            // the first error in file order is reported.
+            next.fetch_max(tasks.len(), Ordering::Relaxed);
+        }
+    };
+    if workers <= 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 1..workers {
+                s.spawn(work);
+            }
+            work();
+        });
+    }
+    let mut out = Decoded::default();
+    for slot in results {
+        match slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(d)) => {
+                out.batches.extend(d.batches);
+                out.dropped += d.dropped;
+            }
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    out.batches = coalesce(&cfg.schema, out.batches)?;
+    Ok(out)
+}
+
+fn plan_tasks(cfg: &ParseConfig, files: &[FileToRead], threads: usize) -> Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    match cfg.format {
+        FileFormat::Json | FileFormat::Text if !cfg.multi_line => {
+            let total: u64 = files.iter().map(|f| f.size).sum();
+            let chunk = (total / (threads.max(1) as u64 * 4)).max(MIN_CHUNK_BYTES);
+            for (i, f) in files.iter().enumerate() {
+                if threads > 1 && f.size > 2 * chunk {
+                    let n = f.size.div_ceil(chunk);
+                    let step = f.size.div_ceil(n);
+                    let mut s = 0;
+                    while s < f.size {
+                        let e = (s + step).min(f.size);
+                        let end = if e >= f.size { u64::MAX } else { e };
+                        tasks.push(Task::Range {
+                            file: i,
+                            start: s,
+                            end,
+                        });
+                        s = e;
+                    }
+                } else {
+                    tasks.push(Task::Range {
+                        file: i,
+                        start: 0,
+                        end: u64::MAX,
+                    });
+                }
+            }
+        }
+        FileFormat::Json | FileFormat::Text | FileFormat::Csv => {
+            for i in 0..files.len() {
+                tasks.push(Task::Range {
+                    file: i,
+                    start: 0,
+                    end: u64::MAX,
+                });
+            }
+        }
+        FileFormat::Parquet => {
+            for (i, f) in files.iter().enumerate() {
+                // Few files: split them by row group so every thread has work.
+                let groups = if threads > 1 && files.len() < threads {
+                    File::open(&f.path)
+                        .ok()
+                        .and_then(|file| ParquetRecordBatchReaderBuilder::try_new(file).ok())
+                        .map(|b| b.metadata().num_row_groups())
+                        .unwrap_or(1)
+                } else {
+                    1
+                };
+                if groups > 1 {
+                    for g in 0..groups {
+                        tasks.push(Task::Parquet {
+                            file: i,
+                            row_groups: Some(vec![g]),
+                        });
+                    }
+                } else {
+                    tasks.push(Task::Parquet {
+                        file: i,
+                        row_groups: None,
+                    });
+                }
+            }
+        }
+    }
+    Ok(tasks)
+}
+
+/// A path for messages: relative to the base directory when under it.
+pub(crate) fn display_path(base: &Path, path: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Decoded> {
+    match task {
+        Task::Range { file, start, end } => {
+            let f = &files[*file];
+            let (buf, real_start) = read_range(&f.path, *start, *end).map_err(|e| {
+                Error::runtime(format!(
+                    "flow `{}`: cannot read {}: {e}",
+                    cfg.flow,
+                    display_path(&cfg.base_dir, &f.path)
+                ))
+            })?;
+            let loc = Loc {
+                path: &f.path,
+                start: real_start,
+            };
+            match cfg.format {
+                FileFormat::Json if cfg.multi_line => json_multi_line(cfg, &buf, &loc),
+                FileFormat::Json => json_chunk(cfg, &buf, &loc),
+                FileFormat::Csv => csv_chunk(cfg, &buf, &loc),
+                FileFormat::Text => text_chunk(cfg, buf),
+                FileFormat::Parquet => unreachable_format(cfg),
+            }
+        }
+        Task::Parquet { file, row_groups } => {
+            let f = &files[*file];
+            match parquet_read(cfg, &f.path, row_groups.clone()) {
+                Ok(batches) => Ok(Decoded {
+                    batches,
+                    dropped: 0,
+                }),
+                Err(e) if cfg.ignore_corrupt_files => {
+                    tracing::warn!(
+                        flow = %cfg.flow,
+                        "skipping corrupt file {}: {e}",
+                        display_path(&cfg.base_dir, &f.path)
+                    );
+                    Ok(Decoded::default())
+                }
+                Err(e) => Err(Error::runtime_with_help(
+                    format!(
+                        "flow `{}`: cannot read parquet file {}: {e}",
+                        cfg.flow,
+                        display_path(&cfg.base_dir, &f.path)
+                    ),
+                    "replace or remove the file, or set ignoreCorruptFiles to true",
+                )),
+            }
+        }
+    }
+}
+
+fn unreachable_format(cfg: &ParseConfig) -> Result<Decoded> {
+    Err(Error::runtime(format!(
+        "flow `{}`: internal error: {:?} files read as bytes",
+        cfg.flow, cfg.format
+    )))
+}
+
+/// Reads bytes `[start, end)` of a file extended to line boundaries: a
+/// chunk starts after the first newline at or after `start - 1` and ends
+/// after the first newline at or after `end - 1`. Returns the bytes and the
+/// real start offset.
+fn read_range(path: &Path, start: u64, end: u64) -> std::io::Result<(Vec<u8>, u64)> {
+    if start == 0 && end == u64::MAX {
+        return Ok((std::fs::read(path)?, 0));
+    }
+    let mut f = File::open(path)?;
+    let from = start.saturating_sub(1);
+    f.seek(SeekFrom::Start(from))?;
+    let want = end.saturating_sub(from);
+    let mut buf = Vec::with_capacity(want.min(1 << 30) as usize + 1024);
+    (&mut f).take(want).read_to_end(&mut buf)?;
+    // Extend to the end of the line containing byte end-1.
+    if end != u64::MAX && buf.len() as u64 == want && buf.last() != Some(&b'\n') {
+        let mut block = [0u8; 64 * 1024];
+        loop {
+            let n = f.read(&mut block)?;
+            if n == 0 {
+                break;
+            }
+            if let Some(p) = block[..n].iter().position(|&b| b == b'\n') {
+                buf.extend_from_slice(&block[..=p]);
+                break;
+            }
+            buf.extend_from_slice(&block[..n]);
+        }
+    }
+    if start == 0 {
+        return Ok((buf, 0));
+    }
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(p) => {
+            buf.drain(..=p);
+            Ok((buf, from + p as u64 + 1))
+        }
+        None => Ok((Vec::new(), from + buf.len() as u64)),
+    }
+}
+
+/// Where a chunk comes from, for line numbers in messages.
+struct Loc<'a> {
+    path: &'a Path,
+    /// Byte offset of the chunk in the file.
+    start: u64,
+}
+
+impl Loc<'_> {
+    /// 1-based line number of the chunk's first line (reads the file's
+    /// prefix: only used for error messages).
+    fn first_line(&self) -> usize {
+        if self.start == 0 {
+            return 1;
+        }
+        let Ok(f) = File::open(self.path) else {
+            return 1;
+        };
+        let mut r = std::io::BufReader::new(f.take(self.start));
+        let mut buf = [0u8; 64 * 1024];
+        let mut lines = 1;
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        }
+        lines
+    }
+}
+
+/// One record of a chunk: its bytes and its 1-based line within the chunk.
+#[derive(Clone, Copy, Debug)]
+struct Unit {
+    start: usize,
+    end: usize,
+    line: usize,
+}
+
+enum Piece {
+    Good(RecordBatch),
+    Bad(usize),
+}
+
+/// Decodes `units` of `buf` by halves: ranges that decode are kept whole,
+/// failing ranges are split down to the bad records.
+fn bisect(
+    buf: &[u8],
+    units: &[Unit],
+    lo: usize,
+    hi: usize,
+    decode: &dyn Fn(&[u8]) -> std::result::Result<Vec<RecordBatch>, ArrowError>,
+    out: &mut Vec<Piece>,
+) {
+    if lo >= hi {
+        return;
+    }
+    if hi - lo > BISECT_LEAF || hi - lo == 1 {
+        let bytes = &buf[units[lo].start..units[hi - 1].end];
+        if let Ok(batches) = decode(bytes) {
+            out.extend(batches.into_iter().map(Piece::Good));
+            return;
+        }
+        if hi - lo == 1 {
+            out.push(Piece::Bad(lo));
+            return;
+        }
+        let mid = lo + (hi - lo) / 2;
+        bisect(buf, units, lo, mid, decode, out);
+        bisect(buf, units, mid, hi, decode, out);
+    } else {
+        for i in lo..hi {
+            bisect(buf, units, i, i + 1, decode, out);
+        }
+    }
+}
+
+/// Turns the pieces of a chunk into output batches, applying the mode.
+fn assemble(
+    cfg: &ParseConfig,
+    buf: &[u8],
+    units: &[Unit],
+    pieces: Vec<Piece>,
+    loc: &Loc,
+    decode_one: &dyn Fn(&[u8]) -> std::result::Result<Vec<RecordBatch>, ArrowError>,
+    salvage: &dyn Fn(&[u8]) -> Option<RecordBatch>,
+) -> Result<Decoded> {
+    let mut out = Decoded::default();
+    for piece in pieces {
+        match piece {
+            Piece::Good(b) => out.batches.push(with_corrupt(cfg, b, None)?),
+            Piece::Bad(i) => {
+                let u = units[i];
+                let raw = &buf[u.start..u.end];
+                match cfg.mode {
+                    Mode::DropMalformed => out.dropped += 1,
+                    Mode::FailFast => {
+                        let reason = match decode_one(raw) {
+                            Err(e) => clean_reason(&e),
+                            Ok(_) => "the record could not be parsed".to_string(),
+                        };
+                        let line = loc.first_line() + u.line - 1;
+                        return Err(malformed(cfg, loc.path, line, &reason));
+                    }
+                    Mode::Permissive => {
+                        let row = salvage(raw).unwrap_or_else(|| null_row(&cfg.data_schema));
+                        let text = String::from_utf8_lossy(trim_line(raw)).into_owned();
+                        out.batches.push(with_corrupt(cfg, row, Some(text))?);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn malformed(cfg: &ParseConfig, path: &Path, line: usize, reason: &str) -> Error {
+    Error::runtime_with_help(
+        format!(
+            "flow `{}`: malformed record in {} line {line}: {reason}",
+            cfg.flow,
+            display_path(&cfg.base_dir, path)
+        ),
+        "fix the record, or set mode to PERMISSIVE or DROPMALFORMED",
+    )
+}
+
+fn clean_reason(e: &ArrowError) -> String {
+    let s = e.to_string();
+    for p in [
+        "Json error: ",
+        "Csv error: ",
+        "Parser error: ",
+        "Invalid argument error: ",
+    ] {
+        if let Some(r) = s.strip_prefix(p) {
+            return r.to_string();
+        }
+    }
+    s
+}
+
+fn trim_line(raw: &[u8]) -> &[u8] {
+    let mut r = raw;
+    while let Some((&last, rest)) = r.split_last() {
+        if last == b'\n' || last == b'\r' {
+            r = rest;
+        } else {
+            break;
+        }
+    }
+    r
+}
+
+fn null_row(schema: &SchemaRef) -> RecordBatch {
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| new_null_array(f.data_type(), 1))
+        .collect();
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )
+    .unwrap_or_else(|_| RecordBatch::new_empty(schema.clone()))
+}
+
+/// A data-schema batch in the output schema: the corrupt-record column
+/// inserted (null, or `raw` for a one-row batch).
+fn with_corrupt(cfg: &ParseConfig, batch: RecordBatch, raw: Option<String>) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    if let Some(idx) = cfg.corrupt_idx {
+        let dt = cfg.schema.field(idx).data_type().clone();
+        let col: ArrayRef = match raw {
+            Some(text) => {
+                let a: ArrayRef = Arc::new(StringArray::from(vec![Some(text); rows]));
+                if dt == DataType::Utf8 {
+                    a
+                } else {
+                    cast_with_options(&a, &dt, &CastOptions::default())?
+                }
+            }
+            None => new_null_array(&dt, rows),
+        };
+        cols.insert(idx, col);
+    }
+    Ok(RecordBatch::try_new_with_options(
+        cfg.schema.clone(),
+        cols,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+// ---------------------------------------------------------------- json
+
+fn json_decoder(
+    schema: &SchemaRef,
+    lenient: bool,
+) -> std::result::Result<arrow::json::reader::Decoder, ArrowError> {
+    arrow::json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(BATCH_ROWS)
+        .with_coerce_primitive(true)
+        .with_ignore_type_conflicts(lenient)
+        .build_decoder()
+}
+
+fn json_decode(
+    schema: &SchemaRef,
+    buf: &[u8],
+    lenient: bool,
+) -> std::result::Result<Vec<RecordBatch>, ArrowError> {
+    let mut dec = json_decoder(schema, lenient)?;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let n = dec.decode(&buf[pos..])?;
+        pos += n;
+        if dec.len() >= BATCH_ROWS || n == 0 {
+            if let Some(b) = dec.flush()? {
+                out.push(b);
+            }
+        }
+    }
+    if dec.has_partial_record() {
+        return Err(ArrowError::JsonError(
+            "unexpected end of the record (incomplete JSON)".to_string(),
+        ));
+    }
+    if let Some(b) = dec.flush()? {
+        out.push(b);
+    }
+    Ok(out)
+}
+
+fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
+    if let Ok(batches) = json_decode(&cfg.data_schema, buf, false) {
+        let batches = batches
+            .into_iter()
+            .map(|b| with_corrupt(cfg, b, None))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(Decoded {
+            batches,
+            dropped: 0,
+        });
+    }
+    // Slow path: one unit per non-blank line.
+    let mut units = Vec::new();
+    let mut line = 1;
+    let mut s = 0;
+    for (i, &b) in buf.iter().enumerate() {
+        if b == b'\n' {
+            push_line(buf, &mut units, s, i + 1, line);
+            line += 1;
+            s = i + 1;
+        }
+    }
+    if s < buf.len() {
+        push_line(buf, &mut units, s, buf.len(), line);
+    }
+    let schema = cfg.data_schema.clone();
+    let decode = move |b: &[u8]| json_decode(&schema, b, false);
+    let mut pieces = Vec::new();
+    bisect(buf, &units, 0, units.len(), &decode, &mut pieces);
+    let lenient_schema = cfg.data_schema.clone();
+    let salvage = move |raw: &[u8]| -> Option<RecordBatch> {
+        // Keep what parses (Spark's PERMISSIVE): a well-formed object with
+        // a bad value keeps its other fields.
+        let v: serde_json::Value = serde_json::from_slice(trim_line(raw)).ok()?;
+        if !v.is_object() {
+            return None;
+        }
+        let batches = json_decode(&lenient_schema, raw, true).ok()?;
+        (batches.len() == 1 && batches[0].num_rows() == 1).then(|| batches[0].clone())
+    };
+    assemble(cfg, buf, &units, pieces, loc, &decode, &salvage)
+}
+
+fn push_line(buf: &[u8], units: &mut Vec<Unit>, start: usize, end: usize, line: usize) {
+    if buf[start..end].iter().all(|b| b.is_ascii_whitespace()) {
+        return;
+    }
+    units.push(Unit { start, end, line });
+}
+
+/// `multiLine=true`: each file is one JSON document, an object or an array of objects.
+fn json_multi_line(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
+    let lines = match serde_json::from_slice::<serde_json::Value>(buf) {
+        Ok(serde_json::Value::Array(items)) => {
+            let mut s = String::new();
+            for item in items {
+                s.push_str(&item.to_string());
+                s.push('\n');
+            }
+            s.into_bytes()
+        }
+        Ok(v @ serde_json::Value::Object(_)) => {
+            let mut s = v.to_string();
+            s.push('\n');
+            s.into_bytes()
+        }
+        Ok(_) | Err(_) => {
+            // The whole file is one bad record.
+            let units = [Unit {
+                start: 0,
+                end: buf.len(),
+                line: 1,
+            }];
+            let schema = cfg.data_schema.clone();
+            let decode = move |b: &[u8]| -> std::result::Result<Vec<RecordBatch>, ArrowError> {
+                match serde_json::from_slice::<serde_json::Value>(b) {
+                    Err(e) => Err(ArrowError::JsonError(e.to_string())),
+                    Ok(_) => json_decode(&schema, b, false),
+                }
+            };
+            return assemble(cfg, buf, &units, vec![Piece::Bad(0)], loc, &decode, &|_| {
+                None
+            });
+        }
+    };
+    let inner = Loc {
+        path: loc.path,
+        start: 0,
+    };
+    json_chunk(cfg, &lines, &inner)
+}
+
+// ---------------------------------------------------------------- csv
+
+fn csv_decode(
+    cfg: &ParseConfig,
+    buf: &[u8],
+    header: bool,
+) -> std::result::Result<Vec<RecordBatch>, ArrowError> {
+    let typed = cfg.csv.null_value.is_none();
+    let schema = if typed {
+        cfg.data_schema.clone()
+    } else {
+        all_utf8(&cfg.data_schema)
+    };
+    let mut b = arrow::csv::ReaderBuilder::new(schema)
+        .with_header(header)
+        .with_batch_size(BATCH_ROWS)
+        .with_delimiter(cfg.csv.delimiter)
+        .with_quote(cfg.csv.quote)
+        .with_truncated_rows(true);
+    if let Some(e) = cfg.csv.escape {
+        b = b.with_escape(e);
+    }
+    if let Some(c) = cfg.csv.comment {
+        b = b.with_comment(c);
+    }
+    let mut dec = b.build_decoder();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    loop {
+        let n = dec.decode(&buf[pos..])?;
+        pos += n;
+        if n == 0 || dec.capacity() == 0 {
+            match dec.flush()? {
+                Some(batch) => out.push(batch),
+                None if n == 0 => break,
+                None => {}
+            }
+        }
+    }
+    if typed {
+        return Ok(out);
+    }
+    let opts = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    out.into_iter()
+        .map(|b| typed_from_strings(cfg, &b, &opts))
+        .collect()
+}
+
+fn all_utf8(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Applies `nullValue` to an all-strings batch and casts it to the data schema.
+fn typed_from_strings(
+    cfg: &ParseConfig,
+    batch: &RecordBatch,
+    opts: &CastOptions,
+) -> std::result::Result<RecordBatch, ArrowError> {
+    let null_value = cfg.csv.null_value.as_deref().unwrap_or("");
+    let mut cols = Vec::with_capacity(batch.num_columns());
+    for (i, f) in cfg.data_schema.fields().iter().enumerate() {
+        let col = batch.column(i);
+        let strings = col
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| ArrowError::CastError("expected strings".into()))?;
+        let replaced: StringArray = strings
+            .iter()
+            .map(|v| v.filter(|s| *s != null_value))
+            .collect();
+        let a: ArrayRef = Arc::new(replaced);
+        cols.push(if f.data_type() == &DataType::Utf8 {
+            a
+        } else {
+            cast_with_options(&a, f.data_type(), opts)?
+        });
+    }
+    RecordBatch::try_new_with_options(
+        cfg.data_schema.clone(),
+        cols,
+        &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+}
+
+fn csv_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
+    if let Ok(batches) = csv_decode(cfg, buf, cfg.csv.header) {
+        let batches = batches
+            .into_iter()
+            .map(|b| with_corrupt(cfg, b, None))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(Decoded {
+            batches,
+            dropped: 0,
+        });
+    }
+    let mut units = csv_records(buf, &cfg.csv);
+    if cfg.csv.header && !units.is_empty() {
+        units.remove(0);
+    }
+    let c1 = cfg.clone();
+    let decode = move |b: &[u8]| csv_decode(&c1, b, false);
+    let mut pieces = Vec::new();
+    bisect(buf, &units, 0, units.len(), &decode, &mut pieces);
+    let c2 = cfg.clone();
+    let salvage = move |raw: &[u8]| -> Option<RecordBatch> {
+        // Keep the fields that parse; the others are null.
+        let mut strings = c2.clone();
+        strings.csv.null_value = None;
+        strings.data_schema = all_utf8(&c2.data_schema);
+        let batches = csv_decode(&strings, raw, false).ok()?;
+        let b = batches.into_iter().next()?;
+        if b.num_rows() != 1 {
+            return None;
+        }
+        let mut with_nulls = c2.clone();
+        with_nulls.csv.null_value = Some(c2.csv.null_value.clone().unwrap_or_default());
+        typed_from_strings(&with_nulls, &b, &CastOptions::default()).ok()
+    };
+    assemble(cfg, buf, &units, pieces, loc, &decode, &salvage)
+}
+
+/// Splits CSV bytes into records (quote-aware), skipping blank and comment lines.
+fn csv_records(buf: &[u8], o: &CsvOptions) -> Vec<Unit> {
+    let mut units = Vec::new();
+    let mut line = 1;
+    let mut rec_line = 1;
+    let mut start = 0;
+    let mut in_quotes = false;
+    let mut i = 0;
+    while i < buf.len() {
+        let b = buf[i];
+        if in_quotes {
+            if Some(b) == o.escape && o.escape != Some(o.quote) && i + 1 < buf.len() {
+                if buf[i + 1] == b'\n' {
+                    line += 1;
+                }
+                i += 2;
+                continue;
+            }
+            if b == o.quote {
+                in_quotes = false;
+            } else if b == b'\n' {
+                line += 1;
+            }
+        } else if b == o.quote {
+            in_quotes = true;
+        } else if b == b'\n' {
+            push_record(buf, &mut units, start, i + 1, rec_line, o);
+            line += 1;
+            start = i + 1;
+            rec_line = line;
+        }
+        i += 1;
+    }
+    if start < buf.len() {
+        push_record(buf, &mut units, start, buf.len(), rec_line, o);
+    }
+    units
+}
+
+fn push_record(
+    buf: &[u8],
+    units: &mut Vec<Unit>,
+    start: usize,
+    end: usize,
+    line: usize,
+    o: &CsvOptions,
+) {
+    let rec = trim_line(&buf[start..end]);
+    if rec.is_empty() || o.comment.is_some_and(|c| rec[0] == c) {
+        return;
+    }
+    units.push(Unit { start, end, line });
+}
+
+// ---------------------------------------------------------------- text
+
+fn text_chunk(cfg: &ParseConfig, mut buf: Vec<u8>) -> Result<Decoded> {
+    if std::str::from_utf8(&buf).is_err() {
+        buf = String::from_utf8_lossy(&buf).into_owned().into_bytes();
+    }
+    if buf.len() > i32::MAX as usize {
+        return Err(Error::runtime(format!(
+            "flow `{}`: a text file chunk is larger than 2 GiB",
+            cfg.flow
+        )));
+    }
+    // Line boundaries: [start, end) without the terminator.
+    let mut bounds: Vec<(i32, i32)> = Vec::new();
+    let mut s = 0usize;
+    for (i, &b) in buf.iter().enumerate() {
+        if b == b'\n' {
+            let e = if i > s && buf[i - 1] == b'\r' {
+                i - 1
+            } else {
+                i
+            };
+            bounds.push((s as i32, e as i32));
+            s = i + 1;
+        }
+    }
+    if s < buf.len() {
+        let e = if buf[buf.len() - 1] == b'\r' {
+            buf.len() - 1
+        } else {
+            buf.len()
+        };
+        bounds.push((s as i32, e as i32));
+    }
+    let values = Buffer::from_vec(buf);
+    let field = cfg.schema.field(0).clone();
+    let mut out = Decoded::default();
+    for rows in bounds.chunks(BATCH_ROWS) {
+        // Values are the chunk's bytes; each row's range skips its terminator.
+        // Rows are contiguous except for terminators, so build offsets over a
+        // compacted copy only when there are terminators to drop.
+        let first = rows[0].0 as usize;
+        let last = rows[rows.len() - 1].1 as usize;
+        let mut compact = Vec::with_capacity(last - first);
+        let mut offsets = Vec::with_capacity(rows.len() + 1);
+        offsets.push(0i32);
+        for &(a, b) in rows {
+            compact.extend_from_slice(&values.as_slice()[a as usize..b as usize]);
+            offsets.push(compact.len() as i32);
+        }
+        let array = StringArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(compact),
+            None,
+        )?;
+        let col: ArrayRef = if field.data_type() == &DataType::Utf8 {
+            Arc::new(array)
+        } else {
+            cast_with_options(&array, field.data_type(), &CastOptions::default())?
+        };
+        out.batches
+            .push(RecordBatch::try_new(cfg.schema.clone(), vec![col])?);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- parquet
+
+fn parquet_read(
+    cfg: &ParseConfig,
+    path: &Path,
+    row_groups: Option<Vec<usize>>,
+) -> Result<Vec<RecordBatch>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+    let file_schema = builder.schema().clone();
+    // Target column -> file column index (exact name, else case-insensitive).
+    let mapping: Vec<Option<usize>> = cfg
+        .schema
+        .fields()
+        .iter()
+        .map(|f| {
+            file_schema.index_of(f.name()).ok().or_else(|| {
+                file_schema
+                    .fields()
+                    .iter()
+                    .position(|ff| ff.name().eq_ignore_ascii_case(f.name()))
+            })
+        })
+        .collect();
+    let mut roots: Vec<usize> = mapping.iter().flatten().copied().collect();
+    roots.sort_unstable();
+    roots.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+    if let Some(rg) = row_groups {
+        builder = builder.with_row_groups(rg);
+    }
+    let reader = builder.build()?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let rows = batch.num_rows();
+        let mut cols = Vec::with_capacity(cfg.schema.fields().len());
+        for (f, m) in cfg.schema.fields().iter().zip(&mapping) {
+            let col = match m {
+                Some(idx) => {
+                    let pos = roots
+                        .binary_search(idx)
+                        .map_err(|_| Error::runtime("internal error: projected column missing"))?;
+                    let c = batch.column(pos);
+                    if c.data_type() == f.data_type() {
+                        c.clone()
+                    } else {
+                        cast_with_options(c, f.data_type(), &CastOptions::default()).map_err(
+                            |e| {
+                                Error::runtime_with_help(
+                                    format!(
+                                        "flow `{}`: column `{}` of {} is {} and cannot be read as {}: {e}",
+                                        cfg.flow,
+                                        f.name(),
+                                        display_path(&cfg.base_dir, path),
+                                        c.data_type(),
+                                        f.data_type()
+                                    ),
+                                    "declare the column with the file's type in the source schema",
+                                )
+                            },
+                        )?
+                    }
+                }
+                None => new_null_array(f.data_type(), rows),
+            };
+            cols.push(col);
+        }
+        out.push(RecordBatch::try_new_with_options(
+            cfg.schema.clone(),
+            cols,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- batches
+
+/// Merges runs of small batches (bad records, small files) into batches of
+/// up to [`BATCH_ROWS`] rows; big batches are passed through without a copy.
+pub(crate) fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    const SMALL: usize = BATCH_ROWS / 8;
+    if batches.iter().filter(|b| b.num_rows() < SMALL).count() < 2 {
+        return Ok(batches.into_iter().filter(|b| b.num_rows() > 0).collect());
+    }
+    let mut out = Vec::new();
+    let mut run: Vec<RecordBatch> = Vec::new();
+    let mut run_rows = 0;
+    let flush = |run: &mut Vec<RecordBatch>, out: &mut Vec<RecordBatch>| -> Result<()> {
+        match run.len() {
+            0 => {}
+            1 => out.push(run.pop().expect("one batch")),
+            _ => {
+                out.push(concat_batches(schema, run.iter())?);
+                run.clear();
+            }
+        }
+        Ok(())
+    };
+    for b in batches {
+        if b.num_rows() == 0 {
+            continue;
+        }
+        if b.num_rows() >= SMALL {
+            flush(&mut run, &mut out)?;
+            run_rows = 0;
+            out.push(b);
+            continue;
+        }
+        if run_rows + b.num_rows() > BATCH_ROWS {
+            flush(&mut run, &mut out)?;
+            run_rows = 0;
+        }
+        run_rows += b.num_rows();
+        run.push(b);
+    }
+    flush(&mut run, &mut out)?;
+    Ok(out)
+}

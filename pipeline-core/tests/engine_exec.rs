@@ -1,0 +1,677 @@
+//! `CompiledPlan`: a flow's plan over micro-batches (exact rows).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Array, StringArray, StructArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use pipeline_core::engine::exec::{max_event_time_ms, CompiledPlan};
+use pipeline_core::plan::functions::{col, lit, tumbling_window, window};
+use pipeline_core::prelude::*;
+use pipeline_core::Error;
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+fn stream(name: &str, ddl: &str) -> DataFrame {
+    Session::new()
+        .read_stream()
+        .format("memory")
+        .schema(ddl)
+        .load(name)
+        .unwrap()
+}
+
+fn batch_source(name: &str, ddl: &str) -> DataFrame {
+    Session::new()
+        .read()
+        .format("memory")
+        .schema(ddl)
+        .load(name)
+        .unwrap()
+}
+
+fn compile_with(df: &DataFrame, catalog: &HashMap<String, SchemaRef>) -> CompiledPlan {
+    let resolved = df.resolve(catalog).unwrap();
+    CompiledPlan::compile("f", df, &resolved, 2).unwrap()
+}
+
+fn compile(df: &DataFrame) -> CompiledPlan {
+    compile_with(df, &HashMap::new())
+}
+
+fn compile_err(df: &DataFrame) -> PlanError {
+    let resolved = df.resolve(&HashMap::new()).unwrap();
+    match CompiledPlan::compile("f", df, &resolved, 2) {
+        Err(Error::Plan(e)) => e,
+        Err(other) => panic!("expected a plan error, got {other}"),
+        Ok(_) => panic!("expected an error"),
+    }
+}
+
+fn run(plan: &CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> Vec<RecordBatch> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let out = rt.block_on(plan.execute(inputs)).unwrap();
+    for b in &out {
+        assert_eq!(b.schema(), plan.schema(), "output batch schema");
+    }
+    out
+}
+
+fn i64s(v: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(v.to_vec()))
+}
+
+fn i32s(v: &[i32]) -> ArrayRef {
+    Arc::new(Int32Array::from(v.to_vec()))
+}
+
+fn strs(v: &[&str]) -> ArrayRef {
+    Arc::new(StringArray::from(v.to_vec()))
+}
+
+fn ts(v: &[i64]) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(v.to_vec()).with_timezone("UTC"))
+}
+
+fn batch(schema: &SchemaRef, cols: Vec<ArrayRef>) -> RecordBatch {
+    RecordBatch::try_new(schema.clone(), cols).unwrap()
+}
+
+/// Rows as text, `a|b|c`, in output order.
+fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    let opts = FormatOptions::default().with_null("null");
+    let mut out = Vec::new();
+    for b in batches {
+        let fmts: Vec<ArrayFormatter> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = fmts.iter().map(|f| f.value(r).to_string()).collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn names(schema: &SchemaRef) -> Vec<String> {
+    schema.fields().iter().map(|f| f.name().clone()).collect()
+}
+
+const EVENTS: &str = "level STRING, n BIGINT, msg STRING";
+
+fn events(plan: &CompiledPlan, leaf: usize) -> RecordBatch {
+    batch(
+        &plan.leaves()[leaf].schema,
+        vec![
+            strs(&["ERROR", "INFO", "ERROR", "WARN", "ERROR"]),
+            i64s(&[1, 2, 3, 4, 5]),
+            strs(&["a", "b", "c", "d", "e"]),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Stateless operators
+// ---------------------------------------------------------------------------
+
+#[test]
+fn filter_with_sql_keeps_matching_rows_in_order() {
+    let df = stream("events", EVENTS).filter("level = 'ERROR'").unwrap();
+    let plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 1);
+    assert!(plan.leaves()[0].streaming);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["ERROR|1|a", "ERROR|3|c", "ERROR|5|e"]);
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+}
+
+#[test]
+fn filter_with_expr() {
+    let df = stream("events", EVENTS)
+        .filter(col("n").gt(lit(3i64)))
+        .unwrap();
+    let plan = compile(&df);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["WARN|4|d", "ERROR|5|e"]);
+}
+
+#[test]
+fn select_and_select_expr_with_cast() {
+    let df = stream("events", EVENTS)
+        .select([col("msg"), (col("n") * lit(2i64)).alias("twice")])
+        .unwrap()
+        .select_expr(["CAST(twice AS INT) AS t", "upper(msg) AS m", "twice + 1"])
+        .unwrap();
+    let plan = compile(&df);
+    let schema = plan.schema();
+    assert_eq!(names(&schema), ["t", "m", "twice + 1"]);
+    assert_eq!(schema.field(0).data_type(), &arrow::datatypes::DataType::Int32);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(
+        rows(&out),
+        ["2|A|3", "4|B|5", "6|C|7", "8|D|9", "10|E|11"]
+    );
+    assert_eq!(out[0].schema(), df.resolve(&HashMap::new()).unwrap().schema());
+}
+
+#[test]
+fn select_star_and_sql_cast_to_string() {
+    let df = stream("events", EVENTS)
+        .select_expr(["*", "CAST(n AS STRING) AS s"])
+        .unwrap();
+    let plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["level", "n", "msg", "s"]);
+    assert_eq!(
+        plan.schema().field(3).data_type(),
+        &arrow::datatypes::DataType::Utf8
+    );
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out)[1], "INFO|2|b|2");
+}
+
+#[test]
+fn with_column_adds_and_replaces_in_place() {
+    let df = stream("events", EVENTS)
+        .with_column("n", "n * 100")
+        .unwrap()
+        .with_column("tag", "concat(level, '-', msg)")
+        .unwrap();
+    let plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["level", "n", "msg", "tag"]);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(
+        rows(&out),
+        [
+            "ERROR|100|a|ERROR-a",
+            "INFO|200|b|INFO-b",
+            "ERROR|300|c|ERROR-c",
+            "WARN|400|d|WARN-d",
+            "ERROR|500|e|ERROR-e"
+        ]
+    );
+}
+
+#[test]
+fn with_column_renamed_and_drop() {
+    let df = stream("events", EVENTS)
+        .with_column_renamed("msg", "message")
+        .unwrap()
+        .drop(["level"])
+        .unwrap();
+    let plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["n", "message"]);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["1|a", "2|b", "3|c", "4|d", "5|e"]);
+}
+
+#[test]
+fn union_of_two_streams_widens_types() {
+    let a = stream("a", "id INT, name STRING");
+    let b = stream("b", "id BIGINT, label STRING");
+    let df = a.union(&b).unwrap().filter("id > 1").unwrap();
+    let plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 2);
+    assert_eq!(names(&plan.schema()), ["id", "name"]);
+    assert_eq!(
+        plan.schema().field(0).data_type(),
+        &arrow::datatypes::DataType::Int64
+    );
+    let ba = batch(&plan.leaves()[0].schema, vec![i32s(&[1, 2]), strs(&["x", "y"])]);
+    let bb = batch(
+        &plan.leaves()[1].schema,
+        vec![i64s(&[3, 1, 4]), strs(&["p", "q", "r"])],
+    );
+    let out = run(&plan, vec![vec![ba], vec![bb]]);
+    assert_eq!(sorted(rows(&out)), ["2|y", "3|p", "4|r"]);
+}
+
+#[test]
+fn union_with_one_empty_side() {
+    let a = stream("a", "id BIGINT");
+    let b = stream("b", "id BIGINT");
+    let plan = compile(&a.union(&b).unwrap());
+    let ba = batch(&plan.leaves()[0].schema, vec![i64s(&[7, 8])]);
+    let out = run(&plan, vec![vec![ba], vec![]]);
+    assert_eq!(rows(&out), ["7", "8"]);
+}
+
+#[test]
+fn with_watermark_passes_rows_and_reports_the_column() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .filter("user <> 'bot'")
+        .unwrap();
+    let plan = compile(&df);
+    assert_eq!(plan.watermarks(), [("ts".to_string(), 600_000)]);
+    // The watermark metadata is on the output column, as resolved.
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![
+            ts(&[1_000_000, 5_000_500, 3_000_000]),
+            strs(&["u1", "bot", "u2"]),
+        ],
+    );
+    let out = run(&plan, vec![vec![input.clone()]]);
+    assert_eq!(
+        rows(&out),
+        ["1970-01-01T00:00:01Z|u1", "1970-01-01T00:00:03Z|u2"]
+    );
+    assert_eq!(max_event_time_ms(&out, "ts"), Some(3_000));
+    assert_eq!(max_event_time_ms(&[input], "TS"), Some(5_000));
+    assert_eq!(max_event_time_ms(&out, "user"), None);
+    assert_eq!(max_event_time_ms(&[], "ts"), None);
+}
+
+#[test]
+fn tumbling_window_column_values() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .select([tumbling_window(col("ts"), "10 minutes"), col("user")])
+        .unwrap()
+        .select_expr(["window.start AS ws", "window.end AS we", "user"])
+        .unwrap();
+    let plan = compile(&df);
+    let min = 60_000_000i64;
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![ts(&[0, 9 * min + 59_999_999, 10 * min, 25 * min]), strs(&["a", "b", "c", "d"])],
+    );
+    let out = run(&plan, vec![vec![input]]);
+    assert_eq!(
+        rows(&out),
+        [
+            "1970-01-01T00:00:00Z|1970-01-01T00:10:00Z|a",
+            "1970-01-01T00:00:00Z|1970-01-01T00:10:00Z|b",
+            "1970-01-01T00:10:00Z|1970-01-01T00:20:00Z|c",
+            "1970-01-01T00:20:00Z|1970-01-01T00:30:00Z|d"
+        ]
+    );
+}
+
+#[test]
+fn window_struct_in_select_and_sql_window() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .select_expr(["window(ts, '1 hour') AS w", "user"])
+        .unwrap();
+    let plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["w", "user"]);
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![ts(&[3_600_000_000 + 5]), strs(&["a"])],
+    );
+    let out = run(&plan, vec![vec![input]]);
+    let w = out[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<StructArray>()
+        .unwrap();
+    let start = w
+        .column(0)
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .unwrap();
+    let end = w
+        .column(1)
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .unwrap();
+    assert_eq!(start.value(0), 3_600_000_000);
+    assert_eq!(end.value(0), 7_200_000_000);
+}
+
+// ---------------------------------------------------------------------------
+// Stream-static joins
+// ---------------------------------------------------------------------------
+
+fn dim_catalog() -> HashMap<String, SchemaRef> {
+    let mut c = HashMap::new();
+    c.insert(
+        "users".to_string(),
+        Arc::new(pipeline_core::plan::ddl::parse_ddl_schema("user_id BIGINT, country STRING").unwrap()),
+    );
+    c
+}
+
+fn users(plan: &CompiledPlan) -> RecordBatch {
+    batch(
+        &plan.leaves()[1].schema,
+        vec![i64s(&[1, 2, 3]), strs(&["FR", "DE", "US"])],
+    )
+}
+
+fn clicks(plan: &CompiledPlan, ids: &[i64]) -> RecordBatch {
+    let pages: Vec<String> = ids.iter().map(|i| format!("p{i}")).collect();
+    let pages: Vec<&str> = pages.iter().map(String::as_str).collect();
+    batch(&plan.leaves()[0].schema, vec![i64s(ids), strs(&pages)])
+}
+
+#[test]
+fn stream_static_inner_join_using() {
+    let s = Session::new();
+    let df = stream("clicks", "user_id BIGINT, page STRING")
+        .join_using(&s.read_table("users").unwrap(), ["user_id"], JoinType::Inner)
+        .unwrap();
+    let plan = compile_with(&df, &dim_catalog());
+    assert_eq!(plan.leaves().len(), 2);
+    assert!(plan.leaves()[0].streaming);
+    assert!(!plan.leaves()[1].streaming);
+    assert_eq!(names(&plan.schema()), ["user_id", "page", "country"]);
+    let out = run(&plan, vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]]);
+    assert_eq!(sorted(rows(&out)), ["1|p1|FR", "1|p1|FR", "3|p3|US"]);
+}
+
+#[test]
+fn stream_static_left_outer_join_on_condition() {
+    let s = Session::new();
+    let df = stream("clicks", "uid BIGINT, page STRING")
+        .join(
+            &s.read_table("users").unwrap(),
+            "left.uid = right.user_id",
+            JoinType::LeftOuter,
+        )
+        .unwrap();
+    let plan = compile_with(&df, &dim_catalog());
+    assert_eq!(names(&plan.schema()), ["uid", "page", "user_id", "country"]);
+    let out = run(&plan, vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]]);
+    assert_eq!(sorted(rows(&out)), ["2|p2|2|DE", "9|p9|null|null"]);
+    assert_eq!(plan.schema(), df.resolve(&dim_catalog()).unwrap().schema());
+}
+
+#[test]
+fn join_runs_again_with_new_rows_on_both_sides() {
+    let s = Session::new();
+    let df = stream("clicks", "user_id BIGINT, page STRING")
+        .join_using(&s.read_table("users").unwrap(), ["user_id"], JoinType::LeftOuter)
+        .unwrap();
+    let plan = compile_with(&df, &dim_catalog());
+    let out = run(&plan, vec![vec![clicks(&plan, &[1])], vec![users(&plan)]]);
+    assert_eq!(rows(&out), ["1|p1|FR"]);
+    // The static side changed: the join must see the new version.
+    let users2 = batch(&plan.leaves()[1].schema, vec![i64s(&[1]), strs(&["IT"])]);
+    let out = run(&plan, vec![vec![clicks(&plan, &[1, 2])], vec![users2]]);
+    assert_eq!(sorted(rows(&out)), ["1|p1|IT", "2|p2|null"]);
+}
+
+// ---------------------------------------------------------------------------
+// Batch plans use every operator
+// ---------------------------------------------------------------------------
+
+#[test]
+fn batch_group_by_count_and_order_by() {
+    let df = batch_source("events", EVENTS)
+        .group_by([col("level")])
+        .count()
+        .unwrap()
+        .order_by(["count DESC", "level"])
+        .unwrap();
+    let plan = compile(&df);
+    assert!(!plan.leaves()[0].streaming);
+    assert_eq!(names(&plan.schema()), ["level", "count"]);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["ERROR|3", "INFO|1", "WARN|1"]);
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+}
+
+#[test]
+fn batch_aggregates_limit_and_distinct() {
+    let df = batch_source("events", EVENTS)
+        .group_by([col("level")])
+        .agg(["sum(n) AS total", "max(msg) AS last_msg"])
+        .unwrap()
+        .order_by(["total DESC"])
+        .unwrap()
+        .limit(2)
+        .unwrap();
+    let plan = compile(&df);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["ERROR|9|e", "WARN|4|d"]);
+    // Again, with other rows: the sort's top-k state must not leak.
+    let again = batch(
+        &plan.leaves()[0].schema,
+        vec![strs(&["A", "B"]), i64s(&[1, 2]), strs(&["x", "y"])],
+    );
+    let out = run(&plan, vec![vec![again]]);
+    assert_eq!(rows(&out), ["B|2|y", "A|1|x"]);
+
+    let dedup = batch_source("events", EVENTS)
+        .select(["level"])
+        .unwrap()
+        .drop_duplicates::<&str>(None)
+        .unwrap()
+        .order_by(["level"])
+        .unwrap();
+    let plan = compile(&dedup);
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["ERROR", "INFO", "WARN"]);
+}
+
+#[test]
+fn batch_tumbling_window_aggregation() {
+    let df = batch_source("clicks", "ts TIMESTAMP, user STRING")
+        .group_by([tumbling_window(col("ts"), "10 minutes")])
+        .count()
+        .unwrap()
+        .select_expr(["window.start AS start", "count"])
+        .unwrap()
+        .order_by(["start"])
+        .unwrap();
+    let plan = compile(&df);
+    let min = 60_000_000i64;
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![ts(&[min, 2 * min, 11 * min]), strs(&["a", "b", "c"])],
+    );
+    let out = run(&plan, vec![vec![input]]);
+    assert_eq!(
+        rows(&out),
+        ["1970-01-01T00:00:00Z|2", "1970-01-01T00:10:00Z|1"]
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Stateful streaming operators are refused (for now)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn streaming_aggregation_is_not_supported_yet() {
+    let df = stream("logs", "ts TIMESTAMP, service STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "5 minutes"), col("service")])
+        .count()
+        .unwrap();
+    let e = compile_err(&df);
+    assert_eq!(
+        e.message,
+        "flow `f`: streaming aggregation (group_by(window(ts, '5 minutes'), service)) is not supported by this build yet; it arrives with stateful streaming"
+    );
+    assert_eq!(
+        e.help.as_deref(),
+        Some("aggregate a batch read instead (read / read_table, e.g. in a materialized view), or write the rows unaggregated for now")
+    );
+}
+
+#[test]
+fn streaming_drop_duplicates_is_not_supported_yet() {
+    let df = stream("logs", "id STRING, ts TIMESTAMP")
+        .drop_duplicates(Some(&["id"]))
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: streaming deduplication (drop_duplicates(id)) is not supported by this build yet; it arrives with stateful streaming"
+    );
+}
+
+#[test]
+fn stream_stream_join_is_not_supported_yet() {
+    let a = stream("a", "id BIGINT, x STRING");
+    let b = stream("b", "id BIGINT, y STRING");
+    let df = a.join_using(&b, ["id"], JoinType::Inner).unwrap();
+    let e = compile_err(&df);
+    assert_eq!(
+        e.message,
+        "flow `f`: stream-stream join (inner join of two streams) is not supported by this build yet; it arrives with stateful streaming"
+    );
+    assert_eq!(
+        e.help.as_deref(),
+        Some("read one side as a static table (read / read_table) for a stream-static join")
+    );
+}
+
+#[test]
+fn outer_join_with_static_outer_side_is_refused() {
+    let st = batch_source("dim", "id BIGINT, y STRING");
+    let df = st
+        .join_using(&stream("a", "id BIGINT, x STRING"), ["id"], JoinType::LeftOuter)
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: a left_outer join of a static table (left) with a stream (right) cannot run on a stream: the static side's unmatched rows would be emitted again with every batch"
+    );
+}
+
+#[test]
+fn order_by_and_limit_on_a_stream_are_not_supported_yet() {
+    let df = stream("a", "id BIGINT").order_by(["id"]).unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: order_by on a stream is not supported by this build yet; it arrives with stateful streaming"
+    );
+    let df = stream("a", "id BIGINT").limit(3).unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: limit on a stream is not supported by this build yet; it arrives with stateful streaming"
+    );
+}
+
+#[test]
+fn sliding_window_in_select_is_not_supported_yet() {
+    let df = stream("a", "ts TIMESTAMP")
+        .select([window(col("ts"), "10 minutes", "5 minutes")])
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: sliding window `window(ts, '10 minutes', '5 minutes')` is not supported by this build yet; it arrives with stateful streaming"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Repeated execution, partitions, inputs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn execute_twice_keeps_no_state() {
+    let df = stream("events", EVENTS)
+        .filter("level = 'ERROR'")
+        .unwrap()
+        .select(["msg"])
+        .unwrap();
+    let plan = compile(&df);
+    let out1 = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out1), ["a", "c", "e"]);
+    let second = batch(
+        &plan.leaves()[0].schema,
+        vec![strs(&["ERROR"]), i64s(&[9]), strs(&["z"])],
+    );
+    let out2 = run(&plan, vec![vec![second]]);
+    assert_eq!(rows(&out2), ["z"]);
+    let out3 = run(&plan, vec![vec![]]);
+    assert!(out3.is_empty());
+}
+
+#[test]
+fn large_input_is_split_across_partitions_in_order() {
+    let df = stream("nums", "n BIGINT")
+        .filter("n % 3 = 0")
+        .unwrap()
+        .select_expr(["n + 1 AS m"])
+        .unwrap();
+    let plan = compile(&df);
+    let schema = plan.leaves()[0].schema.clone();
+    let b1 = batch(&schema, vec![i64s(&(0..150_000).collect::<Vec<_>>())]);
+    let b2 = batch(&schema, vec![i64s(&(150_000..200_001).collect::<Vec<_>>())]);
+    let out = run(&plan, vec![vec![b1, b2]]);
+    let got: Vec<i64> = out
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    let want: Vec<i64> = (0..200_001).filter(|n| n % 3 == 0).map(|n| n + 1).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn wrong_number_of_inputs_is_an_error() {
+    let plan = compile(&stream("a", "id BIGINT"));
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let err = rt.block_on(plan.execute(vec![])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow `f`: the plan reads 1 input(s) but was given 0"
+    );
+}
+
+#[test]
+fn input_with_wrong_types_is_an_error() {
+    let plan = compile(&stream("a", "id BIGINT"));
+    let bad = RecordBatch::try_from_iter_with_nullable([("id", strs(&["x"]), true)]).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let err = rt.block_on(plan.execute(vec![vec![bad]])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow `f`: input 0 (memory source `a`) has columns (id STRING) but the plan expects (id BIGINT)\n  help: give each leaf rows in the schema of CompiledPlan::leaves()"
+    );
+}
+
+#[test]
+fn same_dataframe_read_twice_is_one_leaf() {
+    let a = stream("a", "id BIGINT");
+    let df = a.union(&a).unwrap();
+    let plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 1);
+    let b = batch(&plan.leaves()[0].schema, vec![i64s(&[1, 2])]);
+    let out = run(&plan, vec![vec![b]]);
+    assert_eq!(sorted(rows(&out)), ["1", "1", "2", "2"]);
+}
+
+#[test]
+fn dataset_reads_are_leaves_with_catalog_schemas() {
+    let s = Session::new();
+    let df = s
+        .read_stream_table("users")
+        .unwrap()
+        .filter("country = 'FR'")
+        .unwrap();
+    let plan = compile_with(&df, &dim_catalog());
+    let leaf = &plan.leaves()[0];
+    assert!(matches!(
+        leaf.node.as_ref(),
+        pipeline_core::plan::PlanNode::DatasetRead { name, streaming: true } if name == "users"
+    ));
+    let input = batch(&leaf.schema, vec![i64s(&[1, 2]), strs(&["FR", "DE"])]);
+    let out = run(&plan, vec![vec![input]]);
+    assert_eq!(rows(&out), ["1|FR"]);
+}

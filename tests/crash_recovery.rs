@@ -1,0 +1,209 @@
+//! Crash recovery, end to end, with real processes.
+//!
+//! This test binary is also the pipeline binary: with `PIPELINE_CHILD=1` it
+//! runs `pipelines::main()`. The test kills the pipeline (SIGKILL, through
+//! `PIPELINES_FAULT`) after the offsets write, after the sink's data files
+//! are written but before its manifest entry, and after the sink write but
+//! before the commit; restarts it; and checks the table holds every input
+//! row exactly once. It also checks that a changed query on an old
+//! checkpoint is refused with the diff and the full-refresh hint.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use arrow::array::{Array, Int64Array};
+use pipelines as dp;
+use pipelines::prelude::*;
+
+const FILES: usize = 6;
+const ROWS_PER_FILE: usize = 10;
+
+fn input_dir() -> String {
+    std::env::var("CRASH_INPUT").unwrap_or_else(|_| "input".to_string())
+}
+
+/// Every input row, one file per micro-batch, into a Parquet table.
+#[dp::append_flow(target = "copied")]
+fn copy_events(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("id BIGINT, name STRING")
+        .option("maxFilesPerTrigger", "1")
+        .load(input_dir())?
+        .select_expr(["id", "upper(name) AS name"])
+}
+
+fn child_main() -> std::process::ExitCode {
+    dp::Pipeline::from_registry()
+        .create_streaming_table(
+            "copied",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        )
+        .main()
+}
+
+fn write_inputs(dir: &Path) {
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    for f in 0..FILES {
+        let mut text = String::new();
+        for r in 0..ROWS_PER_FILE {
+            let id = f * 100 + r;
+            text.push_str(&format!("{{\"id\":{id},\"name\":\"n{id}\"}}\n"));
+        }
+        std::fs::write(input.join(format!("part-{f:04}.json")), text).unwrap();
+        // Distinct modification times keep the file order stable.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+    std::fs::write(dir.join("pipeline.yml"), "name: crash\nstorage: ./storage\n").unwrap();
+}
+
+fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.current_dir(dir).env("PIPELINE_CHILD", "1").args(args);
+    match fault {
+        Some(f) => cmd.env("PIPELINES_FAULT", f),
+        None => cmd.env_remove("PIPELINES_FAULT"),
+    };
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// Ids in the table, read through its manifest (committed files only).
+fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
+    let table = dir.join("storage/tables/copied");
+    let files = pipelines::engine::sinks::committed_files(&table)
+        .unwrap()
+        .unwrap_or_default();
+    let mut ids = BTreeMap::new();
+    for f in files {
+        let file = std::fs::File::open(&f.path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let col = batch.column_by_name("id").unwrap();
+            let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
+            for i in 0..col.len() {
+                *ids.entry(col.value(i)).or_insert(0) += 1;
+            }
+        }
+    }
+    ids
+}
+
+fn expected_ids() -> BTreeMap<i64, usize> {
+    (0..FILES)
+        .flat_map(|f| (0..ROWS_PER_FILE).map(move |r| ((f * 100 + r) as i64, 1)))
+        .collect()
+}
+
+fn check(name: &str, ok: bool, detail: impl FnOnce() -> String) -> bool {
+    if ok {
+        println!("test {name} ... ok");
+    } else {
+        println!("test {name} ... FAILED\n{}", detail());
+    }
+    ok
+}
+
+fn crash_then_recover(point: &str) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let crashed = run_child(&dir, Some(point), &[], &["run"]);
+    let killed = !crashed.status.success();
+    let recovered = run_child(&dir, None, &[], &["run"]);
+    let ids = table_ids(&dir);
+    let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
+    check(
+        &format!("crash at {point}, restart: every row exactly once"),
+        killed && recovered.status.success() && ids == expected_ids() && stdout.contains("replayed"),
+        || {
+            format!(
+                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}",
+                crashed.status,
+                String::from_utf8_lossy(&crashed.stderr),
+                recovered.status,
+                stdout,
+                String::from_utf8_lossy(&recovered.stderr)
+            )
+        },
+    )
+}
+
+fn changed_query_is_refused() -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let first = run_child(&dir, None, &[], &["run"]);
+    std::fs::create_dir_all(dir.join("input2")).unwrap();
+    let second = run_child(&dir, None, &[("CRASH_INPUT", "input2")], &["run"]);
+    let stderr = String::from_utf8_lossy(&second.stderr).to_string();
+    let ok_refused = first.status.success()
+        && second.status.code() == Some(1)
+        && stderr.contains("error: flow `copy_events` (tests/crash_recovery.rs:")
+        && stderr.contains("its query changed since the checkpoint at")
+        && stderr.contains("json source `input` → json source `input2`")
+        && stderr.contains("help: run with `--full-refresh copied` to reset the checkpoint and the data of `copied`");
+    let a = check("a changed query is refused with the diff and the hint", ok_refused, || {
+        format!("first: {:?}\nsecond: {:?}\nstderr:\n{stderr}", first.status, second.status)
+    });
+    // The hint works: a full refresh starts over from the new input (empty).
+    let third = run_child(&dir, None, &[("CRASH_INPUT", "input2")], &["run", "--full-refresh", "copied"]);
+    let b = check("--full-refresh resets the flow", third.status.success() && table_ids(&dir).is_empty(), || {
+        format!(
+            "status {:?}\nstdout:\n{}\nstderr:\n{}",
+            third.status,
+            String::from_utf8_lossy(&third.stdout),
+            String::from_utf8_lossy(&third.stderr)
+        )
+    });
+    a && b
+}
+
+fn rerun_reads_nothing_twice() -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let first = run_child(&dir, None, &[], &["run"]);
+    let second = run_child(&dir, None, &[], &["run"]);
+    let out1 = String::from_utf8_lossy(&first.stdout).to_string();
+    let out2 = String::from_utf8_lossy(&second.stdout).to_string();
+    check(
+        "a second run reads nothing again",
+        first.status.success()
+            && second.status.success()
+            && out1.contains("copy_events")
+            && out1.contains("6 batches, 60 rows in, 60 rows out")
+            && out2.contains("0 batches, 0 rows in, 0 rows out")
+            && table_ids(&dir) == expected_ids(),
+        || format!("first:\n{out1}\n{}\nsecond:\n{out2}", String::from_utf8_lossy(&first.stderr)),
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    if std::env::var("PIPELINE_CHILD").is_ok() {
+        return child_main();
+    }
+    // `cargo test -- --list` and filters: run everything, it is quick.
+    let mut ok = true;
+    ok &= rerun_reads_nothing_twice();
+    for point in ["after_offsets:2", "sink_files_written:3", "before_commit:4", "before_commit:0"] {
+        ok &= crash_then_recover(point);
+    }
+    ok &= changed_query_is_refused();
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
