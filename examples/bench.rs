@@ -71,7 +71,11 @@ fn generate_json(dir: &Path, events: u64, files: u64) -> std::io::Result<u64> {
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
         Field::new("user_id", DataType::Utf8, true),
         Field::new("service", DataType::Utf8, true),
         Field::new("level", DataType::Utf8, true),
@@ -120,7 +124,12 @@ const DDL: &str = "ts TIMESTAMP, user_id STRING, service STRING, level STRING, v
 
 /// Runs one filter + project flow from `input` (format `format`) into a
 /// fresh Parquet table; returns (seconds, batches, rows read).
-fn run_flow(work: &Path, input: &Path, format: &'static str, max_files: Option<u64>) -> Result<(f64, u64, u64)> {
+fn run_flow(
+    work: &Path,
+    input: &Path,
+    format: &'static str,
+    max_files: Option<u64>,
+) -> Result<(f64, u64, u64)> {
     let storage = work.join("storage");
     let _ = std::fs::remove_dir_all(&storage);
     let input = input.to_path_buf();
@@ -162,9 +171,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let (events, files, runs) = if quick { (100_000, 10, 1) } else { (5_000_000, 50, 3) };
+    let (events, files, runs) = if quick {
+        (100_000, 10, 1)
+    } else {
+        (5_000_000, 50, 3)
+    };
     let root = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| {
-        std::env::temp_dir().join("pipelines-bench").to_string_lossy().to_string()
+        std::env::temp_dir()
+            .join("pipelines-bench")
+            .to_string_lossy()
+            .to_string()
     }));
     let data = root.join(format!("data-{events}"));
     let json_dir = data.join("json");
@@ -172,7 +188,8 @@ fn main() -> Result<()> {
     if !data.join("done-marker").exists() {
         let _ = std::fs::remove_dir_all(&data);
         let t = Instant::now();
-        let bytes = generate_json(&json_dir, events, files).map_err(|e| dp::Error::io(&json_dir, e))?;
+        let bytes =
+            generate_json(&json_dir, events, files).map_err(|e| dp::Error::io(&json_dir, e))?;
         generate_parquet(&parquet_dir, events, files)?;
         std::fs::write(data.join("done-marker"), bytes.to_string()).ok();
         println!(
@@ -185,7 +202,12 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
 
     println!("workload                               median s   rows/s        batches  vs Spark local[2]");
-    let report = |label: &str, input: &Path, format: &'static str, max_files: Option<u64>, spark: f64| -> Result<()> {
+    let report = |label: &str,
+                  input: &Path,
+                  format: &'static str,
+                  max_files: Option<u64>,
+                  spark: f64|
+     -> Result<()> {
         let mut secs = Vec::new();
         let mut last = (0, 0);
         for _ in 0..runs {
@@ -204,14 +226,35 @@ fn main() -> Result<()> {
         Ok(())
     };
     report("JSON -> Parquet, one batch", &json_dir, "json", None, 1.2e6)?;
-    report("JSON -> Parquet, one file per batch", &json_dir, "json", Some(1), 1.2e6)?;
-    report("Parquet -> Parquet, one batch", &parquet_dir, "parquet", None, 3.3e6)?;
-    report("Parquet -> Parquet, one file per batch", &parquet_dir, "parquet", Some(1), 3.3e6)?;
+    report(
+        "JSON -> Parquet, one file per batch",
+        &json_dir,
+        "json",
+        Some(1),
+        1.2e6,
+    )?;
+    report(
+        "Parquet -> Parquet, one batch",
+        &parquet_dir,
+        "parquet",
+        None,
+        3.3e6,
+    )?;
+    report(
+        "Parquet -> Parquet, one file per batch",
+        &parquet_dir,
+        "parquet",
+        Some(1),
+        3.3e6,
+    )?;
 
     // Per-micro-batch overhead: one one-line file per batch.
     let small = root.join("small");
     let n_small = if quick { 20 } else { 200 };
-    if !small.join(format!("events-{:04}.json", n_small - 1)).exists() {
+    if !small
+        .join(format!("events-{:04}.json", n_small - 1))
+        .exists()
+    {
         let _ = std::fs::remove_dir_all(&small);
         generate_json(&small, n_small, n_small).map_err(|e| dp::Error::io(&small, e))?;
     }

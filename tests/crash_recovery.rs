@@ -59,7 +59,11 @@ fn write_inputs(dir: &Path) {
         // Distinct modification times keep the file order stable.
         std::thread::sleep(std::time::Duration::from_millis(15));
     }
-    std::fs::write(dir.join("pipeline.yml"), "name: crash\nstorage: ./storage\n").unwrap();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: crash\nstorage: ./storage\n",
+    )
+    .unwrap();
 }
 
 fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: &[&str]) -> Output {
@@ -126,7 +130,10 @@ fn crash_then_recover(point: &str) -> bool {
     let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
     check(
         &format!("crash at {point}, restart: every row exactly once"),
-        killed && recovered.status.success() && ids == expected_ids() && stdout.contains("replayed"),
+        killed
+            && recovered.status.success()
+            && ids == expected_ids()
+            && stdout.contains("replayed"),
         || {
             format!(
                 "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}",
@@ -154,19 +161,35 @@ fn changed_query_is_refused() -> bool {
         && stderr.contains("its query changed since the checkpoint at")
         && stderr.contains("json source `input` → json source `input2`")
         && stderr.contains("help: run with `--full-refresh copied` to reset the checkpoint and the data of `copied`");
-    let a = check("a changed query is refused with the diff and the hint", ok_refused, || {
-        format!("first: {:?}\nsecond: {:?}\nstderr:\n{stderr}", first.status, second.status)
-    });
+    let a = check(
+        "a changed query is refused with the diff and the hint",
+        ok_refused,
+        || {
+            format!(
+                "first: {:?}\nsecond: {:?}\nstderr:\n{stderr}",
+                first.status, second.status
+            )
+        },
+    );
     // The hint works: a full refresh starts over from the new input (empty).
-    let third = run_child(&dir, None, &[("CRASH_INPUT", "input2")], &["run", "--full-refresh", "copied"]);
-    let b = check("--full-refresh resets the flow", third.status.success() && table_ids(&dir).is_empty(), || {
-        format!(
-            "status {:?}\nstdout:\n{}\nstderr:\n{}",
-            third.status,
-            String::from_utf8_lossy(&third.stdout),
-            String::from_utf8_lossy(&third.stderr)
-        )
-    });
+    let third = run_child(
+        &dir,
+        None,
+        &[("CRASH_INPUT", "input2")],
+        &["run", "--full-refresh", "copied"],
+    );
+    let b = check(
+        "--full-refresh resets the flow",
+        third.status.success() && table_ids(&dir).is_empty(),
+        || {
+            format!(
+                "status {:?}\nstdout:\n{}\nstderr:\n{}",
+                third.status,
+                String::from_utf8_lossy(&third.stdout),
+                String::from_utf8_lossy(&third.stderr)
+            )
+        },
+    );
     a && b
 }
 
@@ -186,7 +209,12 @@ fn rerun_reads_nothing_twice() -> bool {
             && out1.contains("6 batches, 60 rows in, 60 rows out")
             && out2.contains("0 batches, 0 rows in, 0 rows out")
             && table_ids(&dir) == expected_ids(),
-        || format!("first:\n{out1}\n{}\nsecond:\n{out2}", String::from_utf8_lossy(&first.stderr)),
+        || {
+            format!(
+                "first:\n{out1}\n{}\nsecond:\n{out2}",
+                String::from_utf8_lossy(&first.stderr)
+            )
+        },
     )
 }
 
@@ -197,7 +225,12 @@ fn main() -> std::process::ExitCode {
     // `cargo test -- --list` and filters: run everything, it is quick.
     let mut ok = true;
     ok &= rerun_reads_nothing_twice();
-    for point in ["after_offsets:2", "sink_files_written:3", "before_commit:4", "before_commit:0"] {
+    for point in [
+        "after_offsets:2",
+        "sink_files_written:3",
+        "before_commit:4",
+        "before_commit:0",
+    ] {
         ok &= crash_then_recover(point);
     }
     ok &= changed_query_is_refused();

@@ -9,8 +9,8 @@
 //! a `_spark_metadata` manifest, readable by Spark) and prints each batch's
 //! errors. Run it again: nothing is read twice. Add a file to the logs
 //! directory and run again: only the new file is processed.
-use pipelines as dp;
 use dp::prelude::*;
+use pipelines as dp;
 
 /// Raw application logs, picked up one file per micro-batch.
 #[dp::table(comment = "raw application logs")]
@@ -37,6 +37,9 @@ fn print_errors(s: &Session) -> Result<DataFrame> {
 
 fn main() -> std::process::ExitCode {
     dp::Pipeline::from_registry()
-        .spec_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/error_filter"))
+        .spec_dir(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/error_filter"
+        ))
         .main()
 }

@@ -5,8 +5,8 @@
 //! ```text
 //! cargo run --example fan_in -- run
 //! ```
-use pipelines as dp;
 use dp::prelude::*;
+use pipelines as dp;
 
 const ORDER: &str = "order_id BIGINT, amount DOUBLE, ts TIMESTAMP";
 
@@ -32,7 +32,13 @@ fn orders_us(s: &Session) -> Result<DataFrame> {
 
 fn main() -> std::process::ExitCode {
     dp::Pipeline::from_registry()
-        .create_streaming_table("orders", dp::TableOptions { comment: Some("orders of both regions".into()), ..Default::default() })
+        .create_streaming_table(
+            "orders",
+            dp::TableOptions {
+                comment: Some("orders of both regions".into()),
+                ..Default::default()
+            },
+        )
         .spec_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fan_in"))
         .main()
 }

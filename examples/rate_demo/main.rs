@@ -4,8 +4,8 @@
 //! ```text
 //! cargo run --example rate_demo -- run --continuous     # Ctrl-C stops at a batch boundary
 //! ```
-use pipelines as dp;
 use dp::prelude::*;
+use pipelines as dp;
 
 /// Ten rows a second; keeps the even ones and labels them.
 #[dp::append_flow(target = "console")]

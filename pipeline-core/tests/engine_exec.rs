@@ -161,13 +161,16 @@ fn select_and_select_expr_with_cast() {
     let plan = compile(&df);
     let schema = plan.schema();
     assert_eq!(names(&schema), ["t", "m", "twice + 1"]);
-    assert_eq!(schema.field(0).data_type(), &arrow::datatypes::DataType::Int32);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
     assert_eq!(
-        rows(&out),
-        ["2|A|3", "4|B|5", "6|C|7", "8|D|9", "10|E|11"]
+        schema.field(0).data_type(),
+        &arrow::datatypes::DataType::Int32
     );
-    assert_eq!(out[0].schema(), df.resolve(&HashMap::new()).unwrap().schema());
+    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    assert_eq!(rows(&out), ["2|A|3", "4|B|5", "6|C|7", "8|D|9", "10|E|11"]);
+    assert_eq!(
+        out[0].schema(),
+        df.resolve(&HashMap::new()).unwrap().schema()
+    );
 }
 
 #[test]
@@ -232,7 +235,10 @@ fn union_of_two_streams_widens_types() {
         plan.schema().field(0).data_type(),
         &arrow::datatypes::DataType::Int64
     );
-    let ba = batch(&plan.leaves()[0].schema, vec![i32s(&[1, 2]), strs(&["x", "y"])]);
+    let ba = batch(
+        &plan.leaves()[0].schema,
+        vec![i32s(&[1, 2]), strs(&["x", "y"])],
+    );
     let bb = batch(
         &plan.leaves()[1].schema,
         vec![i64s(&[3, 1, 4]), strs(&["p", "q", "r"])],
@@ -291,7 +297,10 @@ fn tumbling_window_column_values() {
     let min = 60_000_000i64;
     let input = batch(
         &plan.leaves()[0].schema,
-        vec![ts(&[0, 9 * min + 59_999_999, 10 * min, 25 * min]), strs(&["a", "b", "c", "d"])],
+        vec![
+            ts(&[0, 9 * min + 59_999_999, 10 * min, 25 * min]),
+            strs(&["a", "b", "c", "d"]),
+        ],
     );
     let out = run(&plan, vec![vec![input]]);
     assert_eq!(
@@ -344,7 +353,9 @@ fn dim_catalog() -> HashMap<String, SchemaRef> {
     let mut c = HashMap::new();
     c.insert(
         "users".to_string(),
-        Arc::new(pipeline_core::plan::ddl::parse_ddl_schema("user_id BIGINT, country STRING").unwrap()),
+        Arc::new(
+            pipeline_core::plan::ddl::parse_ddl_schema("user_id BIGINT, country STRING").unwrap(),
+        ),
     );
     c
 }
@@ -366,14 +377,21 @@ fn clicks(plan: &CompiledPlan, ids: &[i64]) -> RecordBatch {
 fn stream_static_inner_join_using() {
     let s = Session::new();
     let df = stream("clicks", "user_id BIGINT, page STRING")
-        .join_using(&s.read_table("users").unwrap(), ["user_id"], JoinType::Inner)
+        .join_using(
+            &s.read_table("users").unwrap(),
+            ["user_id"],
+            JoinType::Inner,
+        )
         .unwrap();
     let plan = compile_with(&df, &dim_catalog());
     assert_eq!(plan.leaves().len(), 2);
     assert!(plan.leaves()[0].streaming);
     assert!(!plan.leaves()[1].streaming);
     assert_eq!(names(&plan.schema()), ["user_id", "page", "country"]);
-    let out = run(&plan, vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]]);
+    let out = run(
+        &plan,
+        vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]],
+    );
     assert_eq!(sorted(rows(&out)), ["1|p1|FR", "1|p1|FR", "3|p3|US"]);
 }
 
@@ -389,7 +407,10 @@ fn stream_static_left_outer_join_on_condition() {
         .unwrap();
     let plan = compile_with(&df, &dim_catalog());
     assert_eq!(names(&plan.schema()), ["uid", "page", "user_id", "country"]);
-    let out = run(&plan, vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]]);
+    let out = run(
+        &plan,
+        vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]],
+    );
     assert_eq!(sorted(rows(&out)), ["2|p2|2|DE", "9|p9|null|null"]);
     assert_eq!(plan.schema(), df.resolve(&dim_catalog()).unwrap().schema());
 }
@@ -398,7 +419,11 @@ fn stream_static_left_outer_join_on_condition() {
 fn join_runs_again_with_new_rows_on_both_sides() {
     let s = Session::new();
     let df = stream("clicks", "user_id BIGINT, page STRING")
-        .join_using(&s.read_table("users").unwrap(), ["user_id"], JoinType::LeftOuter)
+        .join_using(
+            &s.read_table("users").unwrap(),
+            ["user_id"],
+            JoinType::LeftOuter,
+        )
         .unwrap();
     let plan = compile_with(&df, &dim_catalog());
     let out = run(&plan, vec![vec![clicks(&plan, &[1])], vec![users(&plan)]]);
@@ -539,7 +564,11 @@ fn stream_stream_join_is_not_supported_yet() {
 fn outer_join_with_static_outer_side_is_refused() {
     let st = batch_source("dim", "id BIGINT, y STRING");
     let df = st
-        .join_using(&stream("a", "id BIGINT, x STRING"), ["id"], JoinType::LeftOuter)
+        .join_using(
+            &stream("a", "id BIGINT, x STRING"),
+            ["id"],
+            JoinType::LeftOuter,
+        )
         .unwrap();
     assert_eq!(
         compile_err(&df).message,
@@ -626,7 +655,9 @@ fn large_input_is_split_across_partitions_in_order() {
 #[test]
 fn wrong_number_of_inputs_is_an_error() {
     let plan = compile(&stream("a", "id BIGINT"));
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let err = rt.block_on(plan.execute(vec![])).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -638,7 +669,9 @@ fn wrong_number_of_inputs_is_an_error() {
 fn input_with_wrong_types_is_an_error() {
     let plan = compile(&stream("a", "id BIGINT"));
     let bad = RecordBatch::try_from_iter_with_nullable([("id", strs(&["x"]), true)]).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let err = rt.block_on(plan.execute(vec![vec![bad]])).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -100,7 +100,10 @@ fn lines(ids: &[i64]) -> String {
 }
 
 /// Plans and reads the next batch; returns its offset and ids.
-fn next(src: &mut Box<dyn Source>, start: Option<&serde_json::Value>) -> Option<(serde_json::Value, Vec<Option<i64>>)> {
+fn next(
+    src: &mut Box<dyn Source>,
+    start: Option<&serde_json::Value>,
+) -> Option<(serde_json::Value, Vec<Option<i64>>)> {
     let end = src.latest_offset(start).unwrap()?;
     let r = src.read(start, &end).unwrap();
     Some((end, ids(&r.batches)))
@@ -134,7 +137,10 @@ fn max_files_per_trigger_in_modification_time_order() {
     let first: serde_json::Value = serde_json::from_str(it.next().unwrap()).unwrap();
     assert_eq!(
         first["path"],
-        json!(format!("file://{}", e.base.join("data/logs/c.json").display()))
+        json!(format!(
+            "file://{}",
+            e.base.join("data/logs/c.json").display()
+        ))
     );
     assert_eq!(first["batchId"], json!(0));
     assert_eq!(first["timestamp"], json!(1_700_000_010_000i64));
@@ -154,7 +160,10 @@ fn latest_first_and_max_bytes() {
     e.write("data/logs/a.json", &lines(&[1]), 10);
     e.write("data/logs/b.json", &lines(&[2]), 20);
     e.write("data/logs/c.json", &lines(&[3]), 30);
-    let mut src = e.open(&json_spec(&[("maxFilesPerTrigger", "1"), ("latestFirst", "true")]));
+    let mut src = e.open(&json_spec(&[
+        ("maxFilesPerTrigger", "1"),
+        ("latestFirst", "true"),
+    ]));
     let (o, r) = next(&mut src, None).unwrap();
     assert_eq!(r, vec![Some(3)]);
     let (o, r) = next(&mut src, Some(&o)).unwrap();
@@ -189,13 +198,27 @@ fn glob_and_hidden_files() {
     e.write("data/logs/2026/02/other.json", &lines(&[99]), 3);
     e.write("data/logs/part-2.json", &lines(&[3]), 4);
     e.write("data/logs/_tmp/part-9.json", &lines(&[98]), 5);
-    let s = spec("json", "data/logs/**/part-*.json", Some("id BIGINT, msg STRING"), &[]);
+    let s = spec(
+        "json",
+        "data/logs/**/part-*.json",
+        Some("id BIGINT, msg STRING"),
+        &[],
+    );
     let mut src = e.open(&s);
     let (_, r) = next(&mut src, None).unwrap();
     assert_eq!(r, vec![Some(1), Some(2), Some(3)]);
 
-    let s = spec("json", "data/logs/*/*/part-*.json", Some("id BIGINT, msg STRING"), &[]);
-    let e2 = Env { _tmp: tempfile::tempdir().unwrap(), base: e.base.clone(), state: e.state.join("other") };
+    let s = spec(
+        "json",
+        "data/logs/*/*/part-*.json",
+        Some("id BIGINT, msg STRING"),
+        &[],
+    );
+    let e2 = Env {
+        _tmp: tempfile::tempdir().unwrap(),
+        base: e.base.clone(),
+        state: e.state.join("other"),
+    };
     let mut src = e2.open(&s);
     let (_, r) = next(&mut src, None).unwrap();
     assert_eq!(r, vec![Some(1), Some(2)]);
@@ -252,9 +275,15 @@ fn planned_but_uncommitted_batch_is_replayed_with_the_same_files() {
     let mut src = e.open(&s);
     let again = src.latest_offset(None).unwrap().unwrap();
     assert_eq!(again, o0);
-    assert_eq!(ids(&src.read(None, &again).unwrap().batches), vec![Some(1), Some(2)]);
+    assert_eq!(
+        ids(&src.read(None, &again).unwrap().batches),
+        vec![Some(1), Some(2)]
+    );
     // The replay of (None, 0] after the offsets were written is the same too.
-    assert_eq!(ids(&src.read(None, &o0).unwrap().batches), vec![Some(1), Some(2)]);
+    assert_eq!(
+        ids(&src.read(None, &o0).unwrap().batches),
+        vec![Some(1), Some(2)]
+    );
     let (_, r) = next(&mut src, Some(&o0)).unwrap();
     assert_eq!(r, vec![Some(3)]);
 }
@@ -271,9 +300,14 @@ fn timestamps_iso_and_space_separated() {
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let r = src.read(None, &end).unwrap();
-    let ts = r.batches[0].column(0).as_primitive::<TimestampMicrosecondType>();
+    let ts = r.batches[0]
+        .column(0)
+        .as_primitive::<TimestampMicrosecondType>();
     let base = 1_793_527_205_000_000i64; // 2026-11-01T10:00:05Z
-    assert_eq!(ts.values().to_vec(), vec![base, base + 1_000_000, base + 2_000_000]);
+    assert_eq!(
+        ts.values().to_vec(),
+        vec![base, base + 1_000_000, base + 2_000_000]
+    );
 }
 
 const BAD: &str = "{\"id\":1,\"msg\":\"a\"}\n\n{\"id\":2,\"msg\":\"b\"}\n{\"id\": 3, \"msg\": \n{\"id\":\"four\",\"msg\":\"d\"}\n{\"id\":5,\"msg\":\"e\"}\n";
@@ -304,7 +338,12 @@ fn permissive_keeps_bad_records_as_nulls() {
 fn permissive_fills_the_corrupt_record_column() {
     let e = env();
     e.write("data/logs/part-3.json", BAD, 1);
-    let s = spec("json", "data/logs", Some("id BIGINT, msg STRING, _corrupt_record STRING"), &[]);
+    let s = spec(
+        "json",
+        "data/logs",
+        Some("id BIGINT, msg STRING, _corrupt_record STRING"),
+        &[],
+    );
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let r = src.read(None, &end).unwrap();
@@ -421,7 +460,12 @@ fn csv_header_sep_and_modes() {
     // names the line.
     let e = env();
     e.write("data/logs/b.csv", "1,a\n2,b\nx,c\n", 1);
-    let s = spec("csv", "data/logs", Some("id INT, v STRING"), &[("mode", "FAILFAST")]);
+    let s = spec(
+        "csv",
+        "data/logs",
+        Some("id INT, v STRING"),
+        &[("mode", "FAILFAST")],
+    );
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let err = src.read(None, &end).unwrap_err().to_string();
@@ -429,8 +473,17 @@ fn csv_header_sep_and_modes() {
         err.starts_with("flow `f`: malformed record in data/logs/b.csv line 3: "),
         "{err}"
     );
-    let s = spec("csv", "data/logs", Some("id INT, v STRING"), &[("mode", "DROPMALFORMED")]);
-    let e2 = Env { _tmp: tempfile::tempdir().unwrap(), base: e.base.clone(), state: e.state.join("2") };
+    let s = spec(
+        "csv",
+        "data/logs",
+        Some("id INT, v STRING"),
+        &[("mode", "DROPMALFORMED")],
+    );
+    let e2 = Env {
+        _tmp: tempfile::tempdir().unwrap(),
+        base: e.base.clone(),
+        state: e.state.join("2"),
+    };
     let mut src = e2.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let r = src.read(None, &end).unwrap();
@@ -446,7 +499,12 @@ fn text_files_one_row_per_line() {
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let r = src.read(None, &end).unwrap();
-    let v: Vec<&str> = r.batches[0].column(0).as_string::<i32>().iter().map(|s| s.unwrap()).collect();
+    let v: Vec<&str> = r.batches[0]
+        .column(0)
+        .as_string::<i32>()
+        .iter()
+        .map(|s| s.unwrap())
+        .collect();
     assert_eq!(v, vec!["hello", "world", "", "last"]);
     assert_eq!(src.describe(), "text source `data/logs`");
 }
@@ -486,8 +544,16 @@ fn file_batch(ids: &[i32]) -> RecordBatch {
 #[test]
 fn parquet_projects_by_name_and_casts() {
     let e = env();
-    write_parquet(&e.base.join("data/logs/p1.parquet"), &file_batch(&[1, 2, 3, 4, 5]));
-    let s = spec("parquet", "data/logs", Some("c STRING, a BIGINT, missing INT"), &[]);
+    write_parquet(
+        &e.base.join("data/logs/p1.parquet"),
+        &file_batch(&[1, 2, 3, 4, 5]),
+    );
+    let s = spec(
+        "parquet",
+        "data/logs",
+        Some("c STRING, a BIGINT, missing INT"),
+        &[],
+    );
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
     let r = src.read(None, &end).unwrap();
@@ -544,7 +610,11 @@ fn manifest_directories_read_only_committed_files_in_log_order() {
     let (o, r) = next(&mut src, None).unwrap();
     assert_eq!(r, vec![Some(1), Some(2)]);
     assert!(src.latest_offset(Some(&o)).unwrap().is_none());
-    fs::write(dir.join("_spark_metadata/1"), format!("v1\n{}", manifest_line(&f3))).unwrap();
+    fs::write(
+        dir.join("_spark_metadata/1"),
+        format!("v1\n{}", manifest_line(&f3)),
+    )
+    .unwrap();
     let (_, r) = next(&mut src, Some(&o)).unwrap();
     assert_eq!(r, vec![Some(3)]);
 
@@ -553,10 +623,12 @@ fn manifest_directories_read_only_committed_files_in_log_order() {
     let tdir = e.base.join("tables/t");
     write_parquet(&tdir.join("part-0.parquet"), &file_batch(&[7]));
     let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
-    let mut src = open_table_source(&tdir, "parquet", schema.clone(), &BTreeMap::new(), e.ctx()).unwrap();
+    let mut src =
+        open_table_source(&tdir, "parquet", schema.clone(), &BTreeMap::new(), e.ctx()).unwrap();
     assert!(src.latest_offset(None).unwrap().is_none());
     let missing = e.base.join("tables/not_yet");
-    let mut src = open_table_source(&missing, "parquet", schema, &BTreeMap::new(), e.ctx()).unwrap();
+    let mut src =
+        open_table_source(&missing, "parquet", schema, &BTreeMap::new(), e.ctx()).unwrap();
     assert!(src.latest_offset(None).unwrap().is_none());
 }
 
@@ -567,19 +639,24 @@ fn options_are_case_insensitive_and_overridable() {
     e.write("data/logs/b.json", &lines(&[2]), 2);
     let s = json_spec(&[("MAXFILESPERTRIGGER", "2")]);
     let mut ctx = e.ctx();
-    ctx.option_overrides.insert("maxFilesPerTrigger".into(), "1".into());
+    ctx.option_overrides
+        .insert("maxFilesPerTrigger".into(), "1".into());
     let mut src = open_source(&s, s.schema.clone().unwrap(), ctx).unwrap();
     let end = src.latest_offset(None).unwrap().unwrap();
     assert_eq!(ids(&src.read(None, &end).unwrap().batches), vec![Some(1)]);
 
     let bad = json_spec(&[("maxFilesPerTrigger", "zero")]);
-    let err = open_source(&bad, bad.schema.clone().unwrap(), e.ctx()).err().unwrap();
+    let err = open_source(&bad, bad.schema.clone().unwrap(), e.ctx())
+        .err()
+        .unwrap();
     assert_eq!(
         err.to_string(),
         "flow `f`: option `maxFilesPerTrigger` must be a positive whole number, got `zero`\n  help: .option(\"maxFilesPerTrigger\", \"10\")"
     );
     let nowhere = spec("json", "data/nowhere", Some("id BIGINT"), &[]);
-    let err = open_source(&nowhere, nowhere.schema.clone().unwrap(), e.ctx()).err().unwrap();
+    let err = open_source(&nowhere, nowhere.schema.clone().unwrap(), e.ctx())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("does not exist"), "{err}");
 }
 
@@ -603,8 +680,14 @@ fn available_now_ignores_files_arriving_later() {
 #[test]
 #[ignore]
 fn bench_json_read_speed() {
-    let n: usize = std::env::var("BENCH_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let files: usize = std::env::var("BENCH_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let n: usize = std::env::var("BENCH_LINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let files: usize = std::env::var("BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let e = env();
     let services = ["api", "auth", "billing", "search"];
     let levels = ["INFO", "WARN", "ERROR", "DEBUG"];
@@ -633,10 +716,18 @@ fn bench_json_read_speed() {
     );
     let mut src = e.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
+    let _warm = src.read(None, &end).unwrap();
+    let cpu0 = cpu_seconds();
     let t = std::time::Instant::now();
     let r = src.read(None, &end).unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
     assert_eq!(r.num_rows(), per * files);
+    eprintln!(
+        "json: {:.2} M rows per CPU-second ({cpu:.2} CPU s; on 2 idle cores about {:.2} M rows/s)",
+        r.num_rows() as f64 / cpu / 1e6,
+        2.0 * r.num_rows() as f64 / cpu / 1e6
+    );
     eprintln!(
         "json: {} rows, {} files, {:.1} MB in {:.3}s: {:.2} M rows/s, {:.0} MB/s ({} threads available)",
         r.num_rows(),
@@ -647,17 +738,12 @@ fn bench_json_read_speed() {
         total_bytes as f64 / 1e6 / secs,
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
-    // One big file (maxFilesPerTrigger=1 reads): split into chunks.
-    let t = std::time::Instant::now();
-    let mut src = e.open(&spec(
-        "json",
-        "data/logs",
-        Some("ts TIMESTAMP, service_name STRING, level STRING, msg STRING"),
-        &[("maxFilesPerTrigger", "1")],
-    ));
-    let _ = t;
-    let e2 = Env { _tmp: tempfile::tempdir().unwrap(), base: e.base.clone(), state: e.state.join("one") };
-    drop(src.latest_offset(None));
+    // One file per batch (maxFilesPerTrigger=1): the file is split into chunks.
+    let e2 = Env {
+        _tmp: tempfile::tempdir().unwrap(),
+        base: e.base.clone(),
+        state: e.state.join("one"),
+    };
     let mut src = e2.open(&spec(
         "json",
         "data/logs",
@@ -673,4 +759,16 @@ fn bench_json_read_speed() {
         r.num_rows(),
         r.num_rows() as f64 / secs / 1e6
     );
+}
+
+/// User + system CPU time of this process (Linux), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // Fields 14 and 15 of the file (utime, stime) in clock ticks (100/s).
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }

@@ -36,7 +36,11 @@ const START: i64 = 1_700_000_000_000;
 
 fn rate(state: &std::path::Path, opts: &[(&str, &str)], clock: fn() -> i64) -> RateSource {
     std::fs::create_dir_all(state).unwrap();
-    std::fs::write(state.join("rate-start.json"), json!({"startTimeMs": START}).to_string()).unwrap();
+    std::fs::write(
+        state.join("rate-start.json"),
+        json!({"startTimeMs": START}).to_string(),
+    )
+    .unwrap();
     let spec = rate_spec(opts);
     let options = Options::merged(&spec.options, &BTreeMap::new(), "f");
     RateSource::open(spec.schema.clone().unwrap(), options, ctx(state))
@@ -48,7 +52,10 @@ fn rows(batches: &[RecordBatch]) -> Vec<(i64, i64)> {
     batches
         .iter()
         .flat_map(|b| {
-            let ts = b.column(0).as_primitive::<TimestampMicrosecondType>().clone();
+            let ts = b
+                .column(0)
+                .as_primitive::<TimestampMicrosecondType>()
+                .clone();
             let v = b.column(1).as_primitive::<Int64Type>().clone();
             (0..b.num_rows())
                 .map(move |i| ((ts.value(i) / 1000 - START), v.value(i)))
@@ -63,7 +70,9 @@ static CLOCK_A: AtomicI64 = AtomicI64::new(0);
 fn rate_rows_are_deterministic_and_replayable() {
     let tmp = tempfile::tempdir().unwrap();
     CLOCK_A.store(START + 2_500, Ordering::SeqCst);
-    let mut src = rate(tmp.path(), &[("rowsPerSecond", "10")], || CLOCK_A.load(Ordering::SeqCst));
+    let mut src = rate(tmp.path(), &[("rowsPerSecond", "10")], || {
+        CLOCK_A.load(Ordering::SeqCst)
+    });
     let o1 = src.latest_offset(None).unwrap().unwrap();
     assert_eq!(o1["value"], json!(25));
     let r = src.read(None, &o1).unwrap();
@@ -77,10 +86,16 @@ fn rate_rows_are_deterministic_and_replayable() {
     let o2 = src.latest_offset(Some(&o1)).unwrap().unwrap();
     assert_eq!(o2["value"], json!(31));
     let r2 = src.read(Some(&o1), &o2).unwrap();
-    assert_eq!(rows(&r2.batches), (25..31).map(|i| (i * 100, i)).collect::<Vec<_>>());
+    assert_eq!(
+        rows(&r2.batches),
+        (25..31).map(|i| (i * 100, i)).collect::<Vec<_>>()
+    );
     // A reopened source (restart) replays the same rows from the offsets alone.
     let mut again = rate(tmp.path(), &[("rowsPerSecond", "10")], || 0);
-    assert_eq!(rows(&again.read(Some(&o1), &o2).unwrap().batches), rows(&r2.batches));
+    assert_eq!(
+        rows(&again.read(Some(&o1), &o2).unwrap().batches),
+        rows(&r2.batches)
+    );
 }
 
 static CLOCK_B: AtomicI64 = AtomicI64::new(0);
@@ -117,7 +132,10 @@ fn rate_via_open_source_persists_its_start_time() {
     drop(src);
     let _src = open_source(&spec, spec.schema.clone().unwrap(), ctx(tmp.path())).unwrap();
     let text = std::fs::read_to_string(tmp.path().join("rate-start.json")).unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap()["startTimeMs"], start);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["startTimeMs"],
+        start
+    );
 }
 
 fn socket_spec(port: u16) -> SourceSpec {
@@ -171,10 +189,16 @@ fn socket_reads_lines() {
             })
             .collect()
     };
-    assert_eq!(values(&src.read(None, &o1).unwrap().batches), vec!["hello", "world"]);
+    assert_eq!(
+        values(&src.read(None, &o1).unwrap().batches),
+        vec!["hello", "world"]
+    );
     src.commit(&o1).unwrap();
     let o2 = wait(&mut src, Some(&o1), 3);
-    assert_eq!(values(&src.read(Some(&o1), &o2).unwrap().batches), vec!["third"]);
+    assert_eq!(
+        values(&src.read(Some(&o1), &o2).unwrap().batches),
+        vec!["third"]
+    );
     server.join().unwrap();
 }
 
@@ -191,7 +215,9 @@ fn socket_connection_errors_name_host_and_port() {
         .unwrap()
         .to_string();
     assert!(
-        err.starts_with(&format!("flow `f`: cannot connect to socket source 127.0.0.1:{port}: ")),
+        err.starts_with(&format!(
+            "flow `f`: cannot connect to socket source 127.0.0.1:{port}: "
+        )),
         "{err}"
     );
 }
@@ -212,7 +238,9 @@ fn memory_push_read_replay_commit() {
     let tmp = tempfile::tempdir().unwrap();
     let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, true)]));
     let stream = MemoryStream::new("engine_source_memory_test", schema.clone());
-    let batch = |v: Vec<i64>| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(v))]).unwrap();
+    let batch = |v: Vec<i64>| {
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(v))]).unwrap()
+    };
     let spec = memory_spec("engine_source_memory_test", "v BIGINT");
     let mut src = open_source(&spec, spec.schema.clone().unwrap(), ctx(tmp.path())).unwrap();
     assert!(src.latest_offset(None).unwrap().is_none());
@@ -220,7 +248,10 @@ fn memory_push_read_replay_commit() {
     assert_eq!(stream.push(batch(vec![3])).unwrap(), 2);
     let o = src.latest_offset(None).unwrap().unwrap();
     assert_eq!(o, json!({"index": 2}));
-    let vals = |src: &mut Box<dyn Source>, s: Option<&serde_json::Value>, e: &serde_json::Value| -> Vec<i64> {
+    let vals = |src: &mut Box<dyn Source>,
+                s: Option<&serde_json::Value>,
+                e: &serde_json::Value|
+     -> Vec<i64> {
         src.read(s, e)
             .unwrap()
             .batches
@@ -233,14 +264,19 @@ fn memory_push_read_replay_commit() {
     // Replay before commit: same rows.
     assert_eq!(vals(&mut src, None, &o), vec![1, 2, 3]);
     src.commit(&o).unwrap();
-    stream.push_batches(vec![batch(vec![4]), batch(vec![5])]).unwrap();
+    stream
+        .push_batches(vec![batch(vec![4]), batch(vec![5])])
+        .unwrap();
     let o2 = src.latest_offset(Some(&o)).unwrap().unwrap();
     assert_eq!(o2, json!({"index": 3}));
     assert_eq!(vals(&mut src, Some(&o), &o2), vec![4, 5]);
     // Committed pushes are released.
     assert!(src.read(None, &o2).is_err());
     // A batch of another shape is refused.
-    let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Utf8, true), Field::new("y", DataType::Utf8, true)]));
+    let other = Arc::new(Schema::new(vec![
+        Field::new("x", DataType::Utf8, true),
+        Field::new("y", DataType::Utf8, true),
+    ]));
     let bad = RecordBatch::try_new(
         other,
         vec![
@@ -252,7 +288,9 @@ fn memory_push_read_replay_commit() {
     assert!(stream.push(bad).is_err());
     assert_eq!(stream.len(), 3);
     let _ = stream.schema().field(0).data_type().clone();
-    assert!(src.read(Some(&o), &o2).unwrap().batches[0].column(0).is_valid(0));
+    assert!(src.read(Some(&o), &o2).unwrap().batches[0]
+        .column(0)
+        .is_valid(0));
 }
 
 #[test]

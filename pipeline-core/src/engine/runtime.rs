@@ -64,8 +64,8 @@ impl RunOptions {
             full_refresh: Vec::new(),
             full_refresh_all: false,
             refresh: Vec::new(),
-            base_dir: base_dir.into(),
-            storage: storage.into(),
+            base_dir: clean(&base_dir.into()),
+            storage: clean(&storage.into()),
             stop: Arc::new(AtomicBool::new(false)),
             idle_poll: Duration::from_millis(50),
         }
@@ -107,10 +107,17 @@ pub fn table_path(dataset: &DatasetNode, opts: &RunOptions) -> PathBuf {
 fn resolve(base: &Path, p: &str) -> PathBuf {
     let path = Path::new(p);
     if path.is_absolute() {
-        path.to_path_buf()
+        clean(path)
     } else {
-        base.join(path)
+        clean(&base.join(path))
     }
+}
+
+/// Drops `.` components, so messages show `/a/storage`, not `/a/./storage`.
+fn clean(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }
 
 /// The checkpoint directory of a flow: `checkpointLocation` or `<storage>/checkpoints/<flow>`.
@@ -180,7 +187,50 @@ fn remove_dir(p: &Path) -> Result<()> {
     }
 }
 
+/// Compiles every selected flow before any data moves, so a flow this build
+/// cannot run stops the whole run up front, with every such problem listed.
+fn precheck(graph: &PipelineGraph, flows: &[&FlowNode]) -> Result<()> {
+    let mut problems = crate::error::Diagnostics::default();
+    for flow in flows {
+        let resolved = match flow.plan.resolve(&GraphCatalog(graph)) {
+            Ok(r) => r,
+            Err(errs) => {
+                for e in errs {
+                    let mut d = crate::error::Diagnostic::new(e.message)
+                        .subject(flow.def.subject())
+                        .origin(flow.def.origin.clone());
+                    d.help = e.help;
+                    problems.push(d);
+                }
+                continue;
+            }
+        };
+        if let Err(e) = CompiledPlan::compile(&flow.def.name, &flow.plan, &resolved, 2) {
+            let (message, help) = match e {
+                Error::Runtime { message, help } => (message, help),
+                Error::Plan(p) => (p.message, p.help),
+                other => (other.to_string(), None),
+            };
+            let message = message
+                .strip_prefix(&format!("flow `{}`: ", flow.def.name))
+                .map(str::to_string)
+                .unwrap_or(message);
+            let mut d = crate::error::Diagnostic::new(message)
+                .subject(flow.def.subject())
+                .origin(flow.def.origin.clone());
+            d.help = help;
+            problems.push(d);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(problems))
+    }
+}
+
 async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
+    precheck(graph, &selected_flows(graph, opts))?;
     full_refresh(graph, opts)?;
     let reporter = Arc::new(ProgressReporter::new(&opts.storage)?);
     let flows = selected_flows(graph, opts);
@@ -275,6 +325,9 @@ async fn run_flow(
     result
 }
 
+/// Opens a source whose private state lives in the given directory.
+type OpenSource = Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send>;
+
 /// One leaf input of a flow's plan.
 enum LeafInput {
     /// A streaming source with its slot in the offset log.
@@ -283,9 +336,7 @@ enum LeafInput {
         source: Box<dyn Source>,
     },
     /// A batch input, read whole for each micro-batch.
-    Static {
-        open: Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send>,
-    },
+    Static { open: OpenSource },
 }
 
 /// A flow running as a streaming query.
@@ -364,10 +415,7 @@ impl StreamingQuery {
                 base_dir: opts.base_dir.clone(),
                 option_overrides: flow.options.clone(),
             };
-            let make: Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send> = match leaf
-                .node
-                .as_ref()
-            {
+            let make: OpenSource = match leaf.node.as_ref() {
                 PlanNode::Source(spec) => {
                     let spec = spec.clone();
                     let schema = leaf.schema.clone();
@@ -451,9 +499,9 @@ impl StreamingQuery {
                 let diff = shape_diff(&old, &shape);
                 if !diff.is_empty() {
                     return Err(Error::ShapeChanged(format!(
-                        "error: flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
+                        "flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
                         flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
-                        checkpoint.dir().display(),
+                        crate::pipeline::display_path(checkpoint.dir()),
                         diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
                         flow.def.target,
                         flow.def.target,

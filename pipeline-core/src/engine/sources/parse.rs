@@ -361,6 +361,9 @@ struct Unit {
     line: usize,
 }
 
+/// Decodes the bytes of whole records.
+type DecodeFn = dyn Fn(&[u8]) -> std::result::Result<Vec<RecordBatch>, ArrowError>;
+
 enum Piece {
     Good(RecordBatch),
     Bad(usize),
@@ -373,7 +376,7 @@ fn bisect(
     units: &[Unit],
     lo: usize,
     hi: usize,
-    decode: &dyn Fn(&[u8]) -> std::result::Result<Vec<RecordBatch>, ArrowError>,
+    decode: &DecodeFn,
     out: &mut Vec<Piece>,
 ) {
     if lo >= hi {
@@ -406,7 +409,7 @@ fn assemble(
     units: &[Unit],
     pieces: Vec<Piece>,
     loc: &Loc,
-    decode_one: &dyn Fn(&[u8]) -> std::result::Result<Vec<RecordBatch>, ArrowError>,
+    decode_one: &DecodeFn,
     salvage: &dyn Fn(&[u8]) -> Option<RecordBatch>,
 ) -> Result<Decoded> {
     let mut out = Decoded::default();
