@@ -1,4 +1,4 @@
-//! A starter pipeline written by `init`: JSON events → clicks only → a table.
+// A starter pipeline written by `init`: JSON events → clicks only → a table.
 use pipelines as dp;
 use dp::prelude::*;
 
