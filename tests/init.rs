@@ -13,17 +13,36 @@ fn cli(args: &[&str]) -> (u8, String, String) {
         .map(OsString::from)
         .collect();
     let code = dp::cli::execute(dp::Pipeline::new(), argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
 }
 
 #[test]
 fn init_writes_a_project_that_parses() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("click_stream");
-    let (code, out, err) = cli(&["init", "--name", "click_stream", "--dir", dir.to_str().unwrap()]);
+    let (code, out, err) = cli(&[
+        "init",
+        "--name",
+        "click_stream",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("Created pipeline `click_stream` in "), "{out}");
-    for f in ["Cargo.toml", "pipeline.yml", "src/main.rs", "data/events/part-0000.json", ".gitignore"] {
+    assert!(
+        out.starts_with("Created pipeline `click_stream` in "),
+        "{out}"
+    );
+    for f in [
+        "Cargo.toml",
+        "pipeline.yml",
+        "src/main.rs",
+        "data/events/part-0000.json",
+        ".gitignore",
+    ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
     let spec = dp::spec::load(&dir.join("pipeline.yml")).unwrap();
@@ -44,16 +63,31 @@ fn init_writes_a_project_that_parses() {
 #[test]
 fn init_refuses_bad_names_and_non_empty_dirs() {
     let tmp = tempfile::tempdir().unwrap();
-    let (code, _, err) = cli(&["init", "--name", "9lives", "--dir", tmp.path().to_str().unwrap()]);
+    let (code, _, err) = cli(&[
+        "init",
+        "--name",
+        "9lives",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert_eq!(
         err,
         "error: invalid pipeline name `9lives`: use letters, digits, `-` and `_`, starting with a letter (e.g. `click_stream`)\n"
     );
     std::fs::write(tmp.path().join("x"), "").unwrap();
-    let (code, _, err) = cli(&["init", "--name", "ok", "--dir", tmp.path().to_str().unwrap()]);
+    let (code, _, err) = cli(&[
+        "init",
+        "--name",
+        "ok",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
-    assert!(err.ends_with("already exists and is not empty; choose another --name or --dir\n"), "{err}");
+    assert!(
+        err.ends_with("already exists and is not empty; choose another --name or --dir\n"),
+        "{err}"
+    );
 }
 
 #[test]
