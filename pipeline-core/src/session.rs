@@ -111,22 +111,25 @@ fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
 /// `window` and `session_window` functions are registered in it.
 pub(crate) fn sql_context() -> &'static SessionContext {
     static CTX: OnceLock<SessionContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let mut config = datafusion::prelude::SessionConfig::new();
-        // Spark's STRING is a plain Utf8 column.
-        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
-        // Keep identifiers as written (`userId`); resolution then matches
-        // names case-insensitively, like Spark.
-        config.options_mut().sql_parser.enable_ident_normalization = false;
-        let ctx = SessionContext::new_with_config(config);
-        ctx.register_udf(crate::plan::functions::window_udf().as_ref().clone());
-        ctx.register_udf(
-            crate::plan::functions::session_window_udf()
-                .as_ref()
-                .clone(),
-        );
-        ctx
-    })
+    CTX.get_or_init(|| streaming_context(datafusion::prelude::SessionConfig::new()))
+}
+
+/// A DataFusion context with Spark's conventions and our streaming
+/// functions: STRING is plain Utf8, identifiers keep their case (resolution
+/// then matches names case-insensitively, like Spark), and `window` /
+/// `session_window` are registered. `config` carries the caller's own settings.
+pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) -> SessionContext {
+    let opts = config.options_mut();
+    opts.sql_parser.map_string_types_to_utf8view = false;
+    opts.sql_parser.enable_ident_normalization = false;
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_udf(crate::plan::functions::window_udf().as_ref().clone());
+    ctx.register_udf(
+        crate::plan::functions::session_window_udf()
+            .as_ref()
+            .clone(),
+    );
+    ctx
 }
 
 /// Parses SQL expression text (with an optional `AS alias`), checking syntax only.

@@ -423,20 +423,11 @@ fn new_context(partitions: usize) -> SessionContext {
     let mut config = SessionConfig::new().with_target_partitions(partitions);
     let opts = config.options_mut();
     opts.execution.time_zone = Some(crate::plan::ddl::SESSION_TIME_ZONE.to_string());
-    opts.sql_parser.map_string_types_to_utf8view = false;
-    opts.sql_parser.enable_ident_normalization = false;
     opts.optimizer.enable_dynamic_filter_pushdown = false;
     opts.optimizer.enable_join_dynamic_filter_pushdown = false;
     opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
     opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
-    let ctx = SessionContext::new_with_config(config);
-    ctx.register_udf(crate::plan::functions::window_udf().as_ref().clone());
-    ctx.register_udf(
-        crate::plan::functions::session_window_udf()
-            .as_ref()
-            .clone(),
-    );
-    ctx
+    crate::session::streaming_context(config)
 }
 
 /// Polls a future a few times without a runtime; None if it is still pending.
