@@ -9,7 +9,8 @@ use arrow::array::{
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use pipeline_core::engine::exec::{max_event_time_ms, CompiledPlan};
+use pipeline_core::engine::exec::{max_event_time_ms, BatchContext, BatchOutput, CompiledPlan};
+use pipeline_core::formats::OutputMode;
 use pipeline_core::plan::functions::{col, lit, tumbling_window, window};
 use pipeline_core::prelude::*;
 use pipeline_core::Error;
@@ -54,7 +55,7 @@ fn compile_err(df: &DataFrame) -> PlanError {
     }
 }
 
-fn run(plan: &CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> Vec<RecordBatch> {
+fn run(plan: &mut CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> Vec<RecordBatch> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
@@ -133,10 +134,11 @@ fn events(plan: &CompiledPlan, leaf: usize) -> RecordBatch {
 #[test]
 fn filter_with_sql_keeps_matching_rows_in_order() {
     let df = stream("events", EVENTS).filter("level = 'ERROR'").unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(plan.leaves().len(), 1);
     assert!(plan.leaves()[0].streaming);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["ERROR|1|a", "ERROR|3|c", "ERROR|5|e"]);
     assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
 }
@@ -146,8 +148,9 @@ fn filter_with_expr() {
     let df = stream("events", EVENTS)
         .filter(col("n").gt(lit(3i64)))
         .unwrap();
-    let plan = compile(&df);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["WARN|4|d", "ERROR|5|e"]);
 }
 
@@ -158,14 +161,15 @@ fn select_and_select_expr_with_cast() {
         .unwrap()
         .select_expr(["CAST(twice AS INT) AS t", "upper(msg) AS m", "twice + 1"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     let schema = plan.schema();
     assert_eq!(names(&schema), ["t", "m", "twice + 1"]);
     assert_eq!(
         schema.field(0).data_type(),
         &arrow::datatypes::DataType::Int32
     );
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["2|A|3", "4|B|5", "6|C|7", "8|D|9", "10|E|11"]);
     assert_eq!(
         out[0].schema(),
@@ -178,13 +182,14 @@ fn select_star_and_sql_cast_to_string() {
     let df = stream("events", EVENTS)
         .select_expr(["*", "CAST(n AS STRING) AS s"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(names(&plan.schema()), ["level", "n", "msg", "s"]);
     assert_eq!(
         plan.schema().field(3).data_type(),
         &arrow::datatypes::DataType::Utf8
     );
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out)[1], "INFO|2|b|2");
 }
 
@@ -195,9 +200,10 @@ fn with_column_adds_and_replaces_in_place() {
         .unwrap()
         .with_column("tag", "concat(level, '-', msg)")
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(names(&plan.schema()), ["level", "n", "msg", "tag"]);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(
         rows(&out),
         [
@@ -217,9 +223,10 @@ fn with_column_renamed_and_drop() {
         .unwrap()
         .drop(["level"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(names(&plan.schema()), ["n", "message"]);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["1|a", "2|b", "3|c", "4|d", "5|e"]);
 }
 
@@ -228,7 +235,7 @@ fn union_of_two_streams_widens_types() {
     let a = stream("a", "id INT, name STRING");
     let b = stream("b", "id BIGINT, label STRING");
     let df = a.union(&b).unwrap().filter("id > 1").unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(plan.leaves().len(), 2);
     assert_eq!(names(&plan.schema()), ["id", "name"]);
     assert_eq!(
@@ -243,7 +250,8 @@ fn union_of_two_streams_widens_types() {
         &plan.leaves()[1].schema,
         vec![i64s(&[3, 1, 4]), strs(&["p", "q", "r"])],
     );
-    let out = run(&plan, vec![vec![ba], vec![bb]]);
+    let inputs = vec![vec![ba], vec![bb]];
+    let out = run(&mut plan, inputs);
     assert_eq!(sorted(rows(&out)), ["2|y", "3|p", "4|r"]);
 }
 
@@ -251,9 +259,10 @@ fn union_of_two_streams_widens_types() {
 fn union_with_one_empty_side() {
     let a = stream("a", "id BIGINT");
     let b = stream("b", "id BIGINT");
-    let plan = compile(&a.union(&b).unwrap());
+    let mut plan = compile(&a.union(&b).unwrap());
     let ba = batch(&plan.leaves()[0].schema, vec![i64s(&[7, 8])]);
-    let out = run(&plan, vec![vec![ba], vec![]]);
+    let inputs = vec![vec![ba], vec![]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["7", "8"]);
 }
 
@@ -264,7 +273,7 @@ fn with_watermark_passes_rows_and_reports_the_column() {
         .unwrap()
         .filter("user <> 'bot'")
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(plan.watermarks(), [("ts".to_string(), 600_000)]);
     // The watermark metadata is on the output column, as resolved.
     assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
@@ -275,7 +284,8 @@ fn with_watermark_passes_rows_and_reports_the_column() {
             strs(&["u1", "bot", "u2"]),
         ],
     );
-    let out = run(&plan, vec![vec![input.clone()]]);
+    let inputs = vec![vec![input.clone()]];
+    let out = run(&mut plan, inputs);
     assert_eq!(
         rows(&out),
         ["1970-01-01T00:00:01Z|u1", "1970-01-01T00:00:03Z|u2"]
@@ -293,7 +303,7 @@ fn tumbling_window_column_values() {
         .unwrap()
         .select_expr(["window.start AS ws", "window.end AS we", "user"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     let min = 60_000_000i64;
     let input = batch(
         &plan.leaves()[0].schema,
@@ -302,7 +312,8 @@ fn tumbling_window_column_values() {
             strs(&["a", "b", "c", "d"]),
         ],
     );
-    let out = run(&plan, vec![vec![input]]);
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
     assert_eq!(
         rows(&out),
         [
@@ -319,13 +330,14 @@ fn window_struct_in_select_and_sql_window() {
     let df = stream("clicks", "ts TIMESTAMP, user STRING")
         .select_expr(["window(ts, '1 hour') AS w", "user"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(names(&plan.schema()), ["w", "user"]);
     let input = batch(
         &plan.leaves()[0].schema,
         vec![ts(&[3_600_000_000 + 5]), strs(&["a"])],
     );
-    let out = run(&plan, vec![vec![input]]);
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
     let w = out[0]
         .column(0)
         .as_any()
@@ -383,15 +395,13 @@ fn stream_static_inner_join_using() {
             JoinType::Inner,
         )
         .unwrap();
-    let plan = compile_with(&df, &dim_catalog());
+    let mut plan = compile_with(&df, &dim_catalog());
     assert_eq!(plan.leaves().len(), 2);
     assert!(plan.leaves()[0].streaming);
     assert!(!plan.leaves()[1].streaming);
     assert_eq!(names(&plan.schema()), ["user_id", "page", "country"]);
-    let out = run(
-        &plan,
-        vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]],
-    );
+    let inputs = vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(sorted(rows(&out)), ["1|p1|FR", "1|p1|FR", "3|p3|US"]);
 }
 
@@ -405,12 +415,10 @@ fn stream_static_left_outer_join_on_condition() {
             JoinType::LeftOuter,
         )
         .unwrap();
-    let plan = compile_with(&df, &dim_catalog());
+    let mut plan = compile_with(&df, &dim_catalog());
     assert_eq!(names(&plan.schema()), ["uid", "page", "user_id", "country"]);
-    let out = run(
-        &plan,
-        vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]],
-    );
+    let inputs = vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(sorted(rows(&out)), ["2|p2|2|DE", "9|p9|null|null"]);
     assert_eq!(plan.schema(), df.resolve(&dim_catalog()).unwrap().schema());
 }
@@ -425,12 +433,14 @@ fn join_runs_again_with_new_rows_on_both_sides() {
             JoinType::LeftOuter,
         )
         .unwrap();
-    let plan = compile_with(&df, &dim_catalog());
-    let out = run(&plan, vec![vec![clicks(&plan, &[1])], vec![users(&plan)]]);
+    let mut plan = compile_with(&df, &dim_catalog());
+    let inputs = vec![vec![clicks(&plan, &[1])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["1|p1|FR"]);
     // The static side changed: the join must see the new version.
     let users2 = batch(&plan.leaves()[1].schema, vec![i64s(&[1]), strs(&["IT"])]);
-    let out = run(&plan, vec![vec![clicks(&plan, &[1, 2])], vec![users2]]);
+    let inputs = vec![vec![clicks(&plan, &[1, 2])], vec![users2]];
+    let out = run(&mut plan, inputs);
     assert_eq!(sorted(rows(&out)), ["1|p1|IT", "2|p2|null"]);
 }
 
@@ -446,10 +456,11 @@ fn batch_group_by_count_and_order_by() {
         .unwrap()
         .order_by(["count DESC", "level"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert!(!plan.leaves()[0].streaming);
     assert_eq!(names(&plan.schema()), ["level", "count"]);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["ERROR|3", "INFO|1", "WARN|1"]);
     assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
 }
@@ -464,15 +475,17 @@ fn batch_aggregates_limit_and_distinct() {
         .unwrap()
         .limit(2)
         .unwrap();
-    let plan = compile(&df);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["ERROR|9|e", "WARN|4|d"]);
     // Again, with other rows: the sort's top-k state must not leak.
     let again = batch(
         &plan.leaves()[0].schema,
         vec![strs(&["A", "B"]), i64s(&[1, 2]), strs(&["x", "y"])],
     );
-    let out = run(&plan, vec![vec![again]]);
+    let inputs = vec![vec![again]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["B|2|y", "A|1|x"]);
 
     let dedup = batch_source("events", EVENTS)
@@ -482,8 +495,9 @@ fn batch_aggregates_limit_and_distinct() {
         .unwrap()
         .order_by(["level"])
         .unwrap();
-    let plan = compile(&dedup);
-    let out = run(&plan, vec![vec![events(&plan, 0)]]);
+    let mut plan = compile(&dedup);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["ERROR", "INFO", "WARN"]);
 }
 
@@ -497,13 +511,14 @@ fn batch_tumbling_window_aggregation() {
         .unwrap()
         .order_by(["start"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     let min = 60_000_000i64;
     let input = batch(
         &plan.leaves()[0].schema,
         vec![ts(&[min, 2 * min, 11 * min]), strs(&["a", "b", "c"])],
     );
-    let out = run(&plan, vec![vec![input]]);
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
     assert_eq!(
         rows(&out),
         ["1970-01-01T00:00:00Z|2", "1970-01-01T00:10:00Z|1"]
@@ -511,36 +526,162 @@ fn batch_tumbling_window_aggregation() {
 }
 
 // ---------------------------------------------------------------------------
-// Stateful streaming operators are refused (for now)
+// Stateful streaming operators
 // ---------------------------------------------------------------------------
 
+fn batch_ctx(id: u64, mode: OutputMode, late: Option<i64>, evict: Option<i64>) -> BatchContext {
+    BatchContext {
+        batch_id: id,
+        output_mode: mode,
+        watermark_for_late_ms: late,
+        watermark_for_eviction_ms: evict,
+    }
+}
+
+fn run_batch(
+    plan: &mut CompiledPlan,
+    inputs: Vec<Vec<RecordBatch>>,
+    ctx: &BatchContext,
+) -> BatchOutput {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(plan.execute_batch(inputs, ctx)).unwrap()
+}
+
+fn logs(plan: &CompiledPlan, minutes: &[i64], services: &[&str]) -> RecordBatch {
+    RecordBatch::try_new(
+        plan.leaves()[0].schema.clone(),
+        vec![
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    minutes.iter().map(|m| m * 60_000_000).collect::<Vec<_>>(),
+                )
+                .with_data_type(plan.leaves()[0].schema.field(0).data_type().clone()),
+            ),
+            Arc::new(StringArray::from(services.to_vec())),
+        ],
+    )
+    .unwrap()
+}
+
 #[test]
-fn streaming_aggregation_is_not_supported_yet() {
+fn streaming_aggregation_keeps_state_and_emits_per_output_mode() {
     let df = stream("logs", "ts TIMESTAMP, service STRING")
         .with_watermark("ts", "10 minutes")
         .unwrap()
         .group_by([tumbling_window(col("ts"), "5 minutes"), col("service")])
         .count()
         .unwrap();
-    let e = compile_err(&df);
+    // Update mode: each batch emits the groups it changed.
+    let mut plan = compile(&df);
+    let ctx0 = batch_ctx(0, OutputMode::Update, Some(0), Some(0));
+    let b = logs(&plan, &[1, 2, 6], &["a", "a", "b"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx0);
     assert_eq!(
-        e.message,
-        "flow `f`: streaming aggregation (group_by(window(ts, '5 minutes'), service)) is not supported by this build yet; it arrives with stateful streaming"
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:05:00Z}|a|2",
+            "{start: 1970-01-01T00:05:00Z, end: 1970-01-01T00:10:00Z}|b|1"
+        ]
     );
+    assert_eq!(out.event_times, vec![(0, 6 * 60_000, 600_000)]);
+    assert_eq!(out.state_operators[0].num_rows_total, 2);
+    // Batch 1 runs with watermark 6 - 10 < 0 → nothing closes; a row for a
+    // known group updates it.
+    let ctx1 = batch_ctx(1, OutputMode::Update, Some(0), Some(0));
+    let b = logs(&plan, &[3, 20], &["a", "c"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx1);
     assert_eq!(
-        e.help.as_deref(),
-        Some("aggregate a batch read instead (read / read_table, e.g. in a materialized view), or write the rows unaggregated for now")
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:05:00Z}|a|3",
+            "{start: 1970-01-01T00:20:00Z, end: 1970-01-01T00:25:00Z}|c|1"
+        ]
+    );
+    // Batch 2 with watermark 10 min: windows ending at or before it are
+    // evicted; a row for [0, 5) judged against the late watermark (10 min) is dropped.
+    let ctx2 = batch_ctx(2, OutputMode::Update, Some(10 * 60_000), Some(10 * 60_000));
+    let b = logs(&plan, &[4, 21], &["a", "c"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx2);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        ["{start: 1970-01-01T00:20:00Z, end: 1970-01-01T00:25:00Z}|c|2"]
+    );
+    let p = &out.state_operators[0];
+    assert_eq!(
+        (
+            p.num_rows_total,
+            p.num_rows_dropped_by_watermark,
+            p.num_rows_removed
+        ),
+        (1, 1, 2)
     );
 }
 
 #[test]
-fn streaming_drop_duplicates_is_not_supported_yet() {
-    let df = stream("logs", "id STRING, ts TIMESTAMP")
+fn append_mode_emits_each_closed_window_once() {
+    let df = stream("logs", "ts TIMESTAMP, service STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([window(col("ts"), "10 minutes", "5 minutes")])
+        .count()
+        .unwrap();
+    let mut plan = compile(&df);
+    let b = logs(&plan, &[1, 7], &["a", "a"]);
+    let out = run_batch(
+        &mut plan,
+        vec![vec![b]],
+        &batch_ctx(0, OutputMode::Append, Some(0), Some(0)),
+    );
+    assert!(out.rows.is_empty());
+    // Sliding windows: 1 min is in [-5, 5) and [0, 10); 7 min in [0, 10) and [5, 15).
+    assert_eq!(out.state_operators[0].num_rows_total, 3);
+    let out = run_batch(
+        &mut plan,
+        vec![vec![]],
+        &batch_ctx(1, OutputMode::Append, Some(0), Some(10 * 60_000)),
+    );
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1969-12-31T23:55:00Z, end: 1970-01-01T00:05:00Z}|1",
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:10:00Z}|2"
+        ]
+    );
+    let out = run_batch(
+        &mut plan,
+        vec![vec![]],
+        &batch_ctx(2, OutputMode::Append, Some(10 * 60_000), Some(10 * 60_000)),
+    );
+    assert!(out.rows.is_empty(), "each window is emitted once");
+}
+
+#[test]
+fn streaming_drop_duplicates_emits_first_rows_only() {
+    let df = stream("logs", "id STRING, n BIGINT")
         .drop_duplicates(Some(&["id"]))
         .unwrap();
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, ids: &[&str], ns: &[i64]| {
+        RecordBatch::try_new(
+            plan.leaves()[0].schema.clone(),
+            vec![
+                Arc::new(StringArray::from(ids.to_vec())),
+                Arc::new(Int64Array::from(ns.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let b = mk(&plan, &["x", "y", "x"], &[1, 2, 3]);
+    let out = run_batch(&mut plan, vec![vec![b]], &BatchContext::default());
+    assert_eq!(rows(&out.rows), ["x|1", "y|2"]);
+    let b = mk(&plan, &["y", "z"], &[4, 5]);
+    let out = run_batch(&mut plan, vec![vec![b]], &BatchContext::default());
+    assert_eq!(rows(&out.rows), ["z|5"]);
     assert_eq!(
-        compile_err(&df).message,
-        "flow `f`: streaming deduplication (drop_duplicates(id)) is not supported by this build yet; it arrives with stateful streaming"
+        plan.stateful_operators(),
+        ["0: drop_duplicates [id] state (id STRING)"]
     );
 }
 
@@ -552,7 +693,7 @@ fn stream_stream_join_is_not_supported_yet() {
     let e = compile_err(&df);
     assert_eq!(
         e.message,
-        "flow `f`: stream-stream join (inner join of two streams) is not supported by this build yet; it arrives with stateful streaming"
+        "flow `f`: a stream-stream join (inner join of two streams) is not supported by this build yet"
     );
     assert_eq!(
         e.help.as_deref(),
@@ -581,12 +722,12 @@ fn order_by_and_limit_on_a_stream_are_not_supported_yet() {
     let df = stream("a", "id BIGINT").order_by(["id"]).unwrap();
     assert_eq!(
         compile_err(&df).message,
-        "flow `f`: order_by on a stream is not supported by this build yet; it arrives with stateful streaming"
+        "flow `f`: order_by on a stream is not supported by this build yet"
     );
     let df = stream("a", "id BIGINT").limit(3).unwrap();
     assert_eq!(
         compile_err(&df).message,
-        "flow `f`: limit on a stream is not supported by this build yet; it arrives with stateful streaming"
+        "flow `f`: limit on a stream is not supported by this build yet"
     );
 }
 
@@ -597,7 +738,7 @@ fn sliding_window_in_select_is_not_supported_yet() {
         .unwrap();
     assert_eq!(
         compile_err(&df).message,
-        "flow `f`: sliding window `window(ts, '10 minutes', '5 minutes')` is not supported by this build yet; it arrives with stateful streaming"
+        "flow `f`: a sliding window `window(ts, '10 minutes', '5 minutes')` outside a streaming aggregation is not supported by this build yet"
     );
 }
 
@@ -612,16 +753,19 @@ fn execute_twice_keeps_no_state() {
         .unwrap()
         .select(["msg"])
         .unwrap();
-    let plan = compile(&df);
-    let out1 = run(&plan, vec![vec![events(&plan, 0)]]);
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out1 = run(&mut plan, inputs);
     assert_eq!(rows(&out1), ["a", "c", "e"]);
     let second = batch(
         &plan.leaves()[0].schema,
         vec![strs(&["ERROR"]), i64s(&[9]), strs(&["z"])],
     );
-    let out2 = run(&plan, vec![vec![second]]);
+    let inputs = vec![vec![second]];
+    let out2 = run(&mut plan, inputs);
     assert_eq!(rows(&out2), ["z"]);
-    let out3 = run(&plan, vec![vec![]]);
+    let inputs = vec![vec![]];
+    let out3 = run(&mut plan, inputs);
     assert!(out3.is_empty());
 }
 
@@ -632,11 +776,12 @@ fn large_input_is_split_across_partitions_in_order() {
         .unwrap()
         .select_expr(["n + 1 AS m"])
         .unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     let schema = plan.leaves()[0].schema.clone();
     let b1 = batch(&schema, vec![i64s(&(0..150_000).collect::<Vec<_>>())]);
     let b2 = batch(&schema, vec![i64s(&(150_000..200_001).collect::<Vec<_>>())]);
-    let out = run(&plan, vec![vec![b1, b2]]);
+    let inputs = vec![vec![b1, b2]];
+    let out = run(&mut plan, inputs);
     let got: Vec<i64> = out
         .iter()
         .flat_map(|b| {
@@ -654,7 +799,7 @@ fn large_input_is_split_across_partitions_in_order() {
 
 #[test]
 fn wrong_number_of_inputs_is_an_error() {
-    let plan = compile(&stream("a", "id BIGINT"));
+    let mut plan = compile(&stream("a", "id BIGINT"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -667,7 +812,7 @@ fn wrong_number_of_inputs_is_an_error() {
 
 #[test]
 fn input_with_wrong_types_is_an_error() {
-    let plan = compile(&stream("a", "id BIGINT"));
+    let mut plan = compile(&stream("a", "id BIGINT"));
     let bad = RecordBatch::try_from_iter_with_nullable([("id", strs(&["x"]), true)]).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -683,10 +828,11 @@ fn input_with_wrong_types_is_an_error() {
 fn same_dataframe_read_twice_is_one_leaf() {
     let a = stream("a", "id BIGINT");
     let df = a.union(&a).unwrap();
-    let plan = compile(&df);
+    let mut plan = compile(&df);
     assert_eq!(plan.leaves().len(), 1);
     let b = batch(&plan.leaves()[0].schema, vec![i64s(&[1, 2])]);
-    let out = run(&plan, vec![vec![b]]);
+    let inputs = vec![vec![b]];
+    let out = run(&mut plan, inputs);
     assert_eq!(sorted(rows(&out)), ["1", "1", "2", "2"]);
 }
 
@@ -698,13 +844,14 @@ fn dataset_reads_are_leaves_with_catalog_schemas() {
         .unwrap()
         .filter("country = 'FR'")
         .unwrap();
-    let plan = compile_with(&df, &dim_catalog());
+    let mut plan = compile_with(&df, &dim_catalog());
     let leaf = &plan.leaves()[0];
     assert!(matches!(
         leaf.node.as_ref(),
         pipeline_core::plan::PlanNode::DatasetRead { name, streaming: true } if name == "users"
     ));
     let input = batch(&leaf.schema, vec![i64s(&[1, 2]), strs(&["FR", "DE"])]);
-    let out = run(&plan, vec![vec![input]]);
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["1|FR"]);
 }

@@ -9,7 +9,8 @@
 //!
 //! Modules: [`source`] and [`sink`] (the contracts), [`sources`] and
 //! [`sinks`] (implementations), [`checkpoint`] (offset/commit logs and the
-//! query shape), [`exec`] (a flow's plan over one batch), [`runtime`] (the
+//! query shape), [`exec`] (a flow's plan over one batch, with its stateful operators),
+//! [`state`] (the versioned state store of a stateful operator), [`runtime`] (the
 //! query loop, triggers, the pipeline run) and [`progress`] (per-batch
 //! progress and the event log).
 
@@ -21,3 +22,4 @@ pub mod sink;
 pub mod sinks;
 pub mod source;
 pub mod sources;
+pub mod state;

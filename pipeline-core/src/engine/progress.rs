@@ -81,13 +81,16 @@ pub struct BatchProgress {
     pub sink: String,
     /// True when the sink recognised a replayed batch and skipped it.
     pub sink_skipped_replay: bool,
+    /// Per stateful operator: state rows, updates, evictions, late rows
+    /// dropped, state bytes.
+    pub state_operators: Vec<crate::engine::exec::StateOperatorProgress>,
 }
 
 impl BatchProgress {
     /// The compact one-line form shown on a terminal.
     pub fn compact_line(&self) -> String {
         format!(
-            "{:<20} batch {:>5}  {:>9} rows  {:>12} rows/s  {:>8.1} ms{}{}",
+            "{:<20} batch {:>5}  {:>9} rows  {:>12} rows/s  {:>8.1} ms{}{}{}",
             self.flow,
             self.batch_id,
             self.num_input_rows,
@@ -96,6 +99,19 @@ impl BatchProgress {
             self.watermark_ms
                 .map(|w| format!("  watermark {}", format_ms(w)))
                 .unwrap_or_default(),
+            {
+                let state: u64 = self.state_operators.iter().map(|o| o.num_rows_total).sum();
+                let late: u64 = self
+                    .state_operators
+                    .iter()
+                    .map(|o| o.num_rows_dropped_by_watermark)
+                    .sum();
+                match (self.state_operators.is_empty(), late) {
+                    (true, _) => String::new(),
+                    (false, 0) => format!("  state {state}"),
+                    (false, l) => format!("  state {state}  late {l}"),
+                }
+            },
             if self.replayed { "  (replayed)" } else { "" }
         )
     }

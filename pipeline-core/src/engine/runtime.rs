@@ -23,7 +23,8 @@ use crate::definition::DatasetType;
 use crate::engine::checkpoint::{
     shape_diff, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
 };
-use crate::engine::exec::{max_event_time_ms, CompiledPlan};
+use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
+use crate::engine::exec::{BatchContext, CompiledPlan};
 use crate::engine::progress::{BatchProgress, PhaseDurations, ProgressReporter, SourceProgress};
 use crate::engine::sink::{Sink, SinkContext};
 use crate::engine::source::{Offset, Source, SourceContext};
@@ -32,7 +33,6 @@ use crate::formats::{normalize_format, OutputMode};
 use crate::graph::{DatasetNode, FlowNode, PipelineGraph};
 use crate::plan::ddl::type_to_ddl;
 use crate::plan::PlanNode;
-use crate::registry::FlowKind;
 use crate::spec::Trigger;
 
 /// How `run` was asked to run.
@@ -352,8 +352,13 @@ struct StreamingQuery {
     /// Offsets of the last committed batch, one per streaming slot.
     committed: Vec<Option<Offset>>,
     next_batch: u64,
-    watermark_ms: i64,
-    max_event_time_ms: Option<i64>,
+    /// The watermark of the next batch, from what the batches saw.
+    tracker: WatermarkTracker,
+    /// The watermark the last batch ran with: the next batch judges late
+    /// rows against it.
+    last_batch_watermark_ms: i64,
+    /// The output mode of the flow.
+    mode: OutputMode,
     last_batch_start: Option<Instant>,
     summary: FlowSummary,
     once_done: bool,
@@ -376,7 +381,8 @@ impl StreamingQuery {
                     .join("; ")
             ))
         })?;
-        let compiled = CompiledPlan::compile(name, &flow.plan, &resolved, 2)?;
+        let mut compiled = CompiledPlan::compile(name, &flow.plan, &resolved, 2)?;
+        let policy = WatermarkPolicy::from_conf(name, &flow.def.conf)?;
 
         let ckpt_dir = checkpoint_path(flow, opts);
         if let Some(import) = &flow.def.import_checkpoint {
@@ -486,7 +492,7 @@ impl StreamingQuery {
         // The query's shape: refuse a changed query on an old checkpoint.
         let shape = QueryShape {
             sources: shapes,
-            stateful_operators: Vec::new(),
+            stateful_operators: compiled.stateful_operators(),
             output_schema: flow
                 .schema
                 .fields()
@@ -518,6 +524,8 @@ impl StreamingQuery {
         let sink_description = sink.describe();
 
         let slots = slot;
+        let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
+        compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;
         let mut q = StreamingQuery {
             pipeline: graph.name.clone(),
             flow: flow.clone(),
@@ -529,8 +537,9 @@ impl StreamingQuery {
             reporter,
             committed: vec![None; slots],
             next_batch: 0,
-            watermark_ms: 0,
-            max_event_time_ms: None,
+            tracker: WatermarkTracker::new(policy, 0),
+            last_batch_watermark_ms: 0,
+            mode: flow.output_mode,
             last_batch_start: None,
             summary: FlowSummary {
                 flow: name.clone(),
@@ -542,13 +551,18 @@ impl StreamingQuery {
         Ok(q)
     }
 
+    fn policy(&self) -> WatermarkPolicy {
+        WatermarkPolicy::from_conf(&self.flow.def.name, &self.flow.def.conf).unwrap_or_default()
+    }
+
     /// Reads the commit log: where the next batch starts.
     fn recover_positions(&mut self) -> Result<()> {
         if let Some((n, commit)) = self.checkpoint.latest_commit()? {
             let entry = self.checkpoint.offsets(n)?;
             self.committed = normalize_slots(entry.sources, self.committed.len());
             self.next_batch = n + 1;
-            self.watermark_ms = commit.next_batch_watermark_ms;
+            self.tracker = WatermarkTracker::new(self.policy(), commit.next_batch_watermark_ms);
+            self.last_batch_watermark_ms = entry.batch_watermark_ms;
             self.once_done = true;
         }
         Ok(())
@@ -569,7 +583,7 @@ impl StreamingQuery {
                     ));
                 }
                 let ends = normalize_slots(entry.sources.clone(), self.committed.len());
-                self.watermark_ms = entry.batch_watermark_ms;
+                self.tracker = WatermarkTracker::new(self.policy(), entry.batch_watermark_ms);
                 self.run_batch(n, ends, true, Instant::now(), 0.0).await?;
             }
         }
@@ -643,7 +657,12 @@ impl StreamingQuery {
             }
         }
         if !new_data {
-            return Ok(false);
+            // Spark runs a batch without new data when the watermark moved
+            // and state may emit or evict.
+            let moved = self.tracker.current_ms() > self.last_batch_watermark_ms;
+            if !(moved && self.next_batch > 0 && self.compiled.runs_no_data_batches(self.mode)) {
+                return Ok(false);
+            }
         }
         let latest_offset_ms = ms(started.elapsed());
         let n = self.next_batch;
@@ -656,7 +675,7 @@ impl StreamingQuery {
 
     fn log_offsets(&mut self, n: u64, ends: &[Option<Offset>]) -> Result<()> {
         let entry = OffsetEntry {
-            batch_watermark_ms: self.watermark_ms,
+            batch_watermark_ms: self.tracker.current_ms(),
             batch_timestamp_ms: chrono::Utc::now().timestamp_millis(),
             conf: self.flow.def.conf.clone(),
             sources: ends.to_vec(),
@@ -718,40 +737,41 @@ impl StreamingQuery {
         let read_done = Instant::now();
         durations.get_batch = ms(read_done - wal_done);
 
-        // Track event time for the watermark of the next batch.
-        for (col, delay) in self.compiled.watermarks().to_vec() {
-            for batches in &inputs {
-                if let Some(max) = max_event_time_ms(batches, &col) {
-                    let m = self.max_event_time_ms.map_or(max, |old| old.max(max));
-                    self.max_event_time_ms = Some(m);
-                    self.watermark_ms = self.watermark_ms.max(m - delay);
-                }
-            }
+        // Execute: the batch's watermark closes state; rows are late
+        // against the previous batch's watermark.
+        let has_watermark = !self.compiled.watermarks().is_empty();
+        let batch_watermark_ms = self.tracker.current_ms();
+        let ctx = BatchContext {
+            batch_id: n,
+            output_mode: self.mode,
+            watermark_for_late_ms: has_watermark.then_some(self.last_batch_watermark_ms),
+            watermark_for_eviction_ms: has_watermark.then_some(batch_watermark_ms),
+        };
+        let result = self.compiled.execute_batch(inputs, &ctx).await?;
+        for (op, max, delay) in &result.event_times {
+            self.tracker.observe(*op, *max, *delay);
         }
-
-        // Execute.
-        let output = self.compiled.execute(inputs).await?;
+        let next_watermark_ms = self.tracker.advance();
+        let output = result.rows;
         let exec_done = Instant::now();
         durations.execute = ms(exec_done - read_done);
         let output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
 
         // Sink.
-        let mode = match self.flow.def.kind {
-            FlowKind::Update => OutputMode::Update,
-            FlowKind::Append => OutputMode::Append,
-        };
-        let write = self.sink.add_batch(n, output, mode)?;
+        let write = self.sink.add_batch(n, output, self.mode)?;
         let sink_done = Instant::now();
         durations.add_batch = ms(sink_done - exec_done);
+        self.compiled.commit_state(n)?;
         fault_point(&self.flow.def.name, "before_commit", n);
 
         // Commit.
         self.checkpoint.write_commit(
             n,
             &CommitEntry {
-                next_batch_watermark_ms: self.watermark_ms,
+                next_batch_watermark_ms: next_watermark_ms,
             },
         )?;
+        self.last_batch_watermark_ms = batch_watermark_ms;
         for leaf in &mut self.leaves {
             if let LeafInput::Streaming { slot, source } = leaf {
                 if let Some(Some(end)) = ends.get(*slot) {
@@ -794,14 +814,11 @@ impl StreamingQuery {
             },
             num_output_rows: output_rows,
             duration_ms: durations,
-            watermark_ms: if self.compiled.watermarks().is_empty() {
-                None
-            } else {
-                Some(self.watermark_ms)
-            },
+            watermark_ms: has_watermark.then_some(batch_watermark_ms),
             sources,
             sink: self.sink_description.clone(),
             sink_skipped_replay: write.skipped_replay,
+            state_operators: result.state_operators,
         };
         self.reporter.report(&progress)?;
         self.summary.batches += 1;

@@ -121,6 +121,11 @@ impl SlotExec {
         })
     }
 
+    /// True when the slot passes its rows on unchanged (no projection).
+    pub(crate) fn is_identity(&self) -> bool {
+        self.projection.is_none()
+    }
+
     /// The same leaf reading `data` (one entry per partition). Shares the
     /// plan properties, so parents keep theirs.
     pub(crate) fn with_data(&self, data: PartitionedRows) -> SlotExec {

@@ -1,23 +1,27 @@
 //! A flow's plan over one micro-batch: [`CompiledPlan`].
 //!
-//! [`CompiledPlan::compile`] turns a resolved [`DataFrame`] into one
-//! DataFusion plan, optimizes it and plans it physically **once**. Each leaf
-//! (a source or a dataset read) is a placeholder scan; [`CompiledPlan::execute`]
-//! rebuilds the cached physical plan with the placeholders holding this
-//! batch's rows (split into `partitions` contiguous parts so every core
-//! works, without copying), resets the state of stateful operators (join
-//! build sides, sorts), runs every output partition and collects the rows.
-//! Nothing is re-planned per batch, so a small batch costs tens of
-//! microseconds, not the milliseconds of planning a query.
+//! [`CompiledPlan::compile`] turns a resolved [`DataFrame`] into a tree of
+//! **stages**, each one DataFusion plan optimized and planned physically
+//! **once**. Leaves (sources, dataset reads) are placeholder scans; the
+//! stateful operators of a stream sit between stages:
 //!
-//! Streams support the stateless operators: select, select_expr, filter,
-//! with_column, with_column_renamed, drop, union, with_watermark (rows pass
-//! unchanged; the column is reported by [`CompiledPlan::watermarks`]),
-//! tumbling `window(...)` columns, and stream-static joins (the static side
-//! is read whole for every batch). Stateful streaming operators (aggregation,
-//! deduplication, stream-stream joins, order_by, limit) are refused by
-//! [`CompiledPlan::compile`] with a typed error; batch plans (materialized
-//! views, once flows) may use every operator.
+//! - `with_watermark` passes rows on and reports the maximum event time it
+//!   saw ([`watermark`] turns that into the next batch's watermark);
+//! - a streaming aggregation (`aggregate`) and deduplication (`dedup`) keep
+//!   state across batches in a versioned [`crate::engine::state::StateStore`].
+//!
+//! [`CompiledPlan::execute_batch`] runs the stages bottom-up over one batch:
+//! each stage's cached physical plan is rebuilt with its placeholders
+//! holding the batch's rows (split into `partitions` contiguous parts so
+//! every core works, without copying), stateful operators merge the rows
+//! into their state and emit what the output mode and the watermark allow
+//! ([`BatchContext`]). Nothing is re-planned per batch, so a small batch
+//! costs tens of microseconds, not the milliseconds of planning a query.
+//!
+//! Not supported on streams yet (refused by [`CompiledPlan::compile`] with a
+//! typed error): stream-stream joins, session windows, and limit/order_by
+//! without an aggregation below them. Batch plans (materialized views, once
+//! flows) may use every operator.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -38,7 +42,7 @@
 //!     .select_expr(["n * 10 AS m"])
 //!     .unwrap();
 //! let resolved = df.resolve(&HashMap::new()).unwrap();
-//! let plan = CompiledPlan::compile("errors", &df, &resolved, 2).unwrap();
+//! let mut plan = CompiledPlan::compile("errors", &df, &resolved, 2).unwrap();
 //! let input = RecordBatch::try_new(
 //!     plan.leaves()[0].schema.clone(),
 //!     vec![
@@ -54,15 +58,21 @@
 //! assert_eq!(out[0].schema(), plan.schema());
 //! ```
 
+mod aggregate;
+mod dedup;
 mod leaf;
+pub mod watermark;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, TableReference};
@@ -73,10 +83,13 @@ use datafusion::logical_expr::{cast, Expr, LogicalPlan, LogicalPlanBuilder, Subq
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::{collect_partitioned, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use tokio::sync::OnceCell;
+use serde::Serialize;
 
+use self::aggregate::{find_aggregate, AggregateOp};
+use self::dedup::DedupOp;
 use self::leaf::{PartitionedRows, SlotExec, SlotTable};
 use crate::error::{Error, PlanError, Result};
+use crate::formats::OutputMode;
 use crate::plan::ddl::schema_to_ddl;
 use crate::plan::functions::{session_window_call, window_call};
 use crate::plan::resolve::expr_text;
@@ -107,6 +120,122 @@ pub struct Leaf {
     pub schema: SchemaRef,
 }
 
+/// What one micro-batch runs with.
+#[derive(Clone, Debug)]
+pub struct BatchContext {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The flow's output mode: what stateful operators emit.
+    pub output_mode: OutputMode,
+    /// The watermark rows are judged late against (the previous batch's
+    /// watermark, as in Spark); None when the query has no watermark.
+    pub watermark_for_late_ms: Option<i64>,
+    /// The watermark that closes, emits and evicts state (this batch's).
+    pub watermark_for_eviction_ms: Option<i64>,
+}
+
+impl Default for BatchContext {
+    fn default() -> Self {
+        BatchContext {
+            batch_id: 0,
+            output_mode: OutputMode::Append,
+            watermark_for_late_ms: None,
+            watermark_for_eviction_ms: None,
+        }
+    }
+}
+
+/// Progress of one stateful operator in one batch (Spark's `stateOperators`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateOperatorProgress {
+    /// `aggregate`, `dedupe` or `join`.
+    pub operator: String,
+    /// Keys (rows) held after the batch.
+    pub num_rows_total: u64,
+    /// Keys inserted or changed by the batch.
+    pub num_rows_updated: u64,
+    /// Keys evicted by the watermark.
+    pub num_rows_removed: u64,
+    /// Input rows (for aggregations: groups) dropped as late.
+    pub num_rows_dropped_by_watermark: u64,
+    /// Bytes of the Arrow arrays holding the state.
+    pub memory_used_bytes: u64,
+}
+
+impl StateOperatorProgress {
+    fn new(operator: &str) -> Self {
+        StateOperatorProgress {
+            operator: operator.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The result of [`CompiledPlan::execute_batch`].
+#[derive(Clone, Debug, Default)]
+pub struct BatchOutput {
+    /// The rows for the sink, in [`CompiledPlan::schema`].
+    pub rows: Vec<RecordBatch>,
+    /// For each `with_watermark` operator that saw rows: (operator id, max
+    /// event time in ms, delay in ms).
+    pub event_times: Vec<(usize, i64, i64)>,
+    /// Per stateful operator, in plan order.
+    pub state_operators: Vec<StateOperatorProgress>,
+}
+
+/// A stateful operator's failure, before it is given the flow's name.
+#[derive(Debug)]
+pub(crate) struct OpFailure(pub(crate) String);
+
+impl std::fmt::Display for OpFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<ArrowError> for OpFailure {
+    fn from(e: ArrowError) -> Self {
+        OpFailure(e.to_string())
+    }
+}
+
+impl From<DataFusionError> for OpFailure {
+    fn from(e: DataFusionError) -> Self {
+        OpFailure(e.strip_backtrace())
+    }
+}
+
+/// A part of the plan DataFusion runs in one go: its inputs are leaves or
+/// the outputs of stateful operators.
+struct Stage {
+    logical: LogicalPlan,
+    physical: Arc<dyn ExecutionPlan>,
+    inputs: Vec<StageInput>,
+}
+
+enum StageInput {
+    Leaf(usize),
+    Op(Box<OpNode>),
+}
+
+struct OpNode {
+    id: usize,
+    op: Op,
+    child: Stage,
+}
+
+enum Op {
+    /// `with_watermark` on a stream: rows pass; the column's maximum is
+    /// reported.
+    Watermark {
+        column: usize,
+        delay_ms: i64,
+    },
+    Aggregate(Box<AggregateOp>),
+    Dedup(Box<DedupOp>),
+}
+
 /// A flow's plan compiled for repeated execution over micro-batches.
 pub struct CompiledPlan {
     flow: String,
@@ -114,10 +243,8 @@ pub struct CompiledPlan {
     schema: SchemaRef,
     watermarks: Vec<(String, i64)>,
     partitions: usize,
-    ctx: SessionContext,
     task_ctx: Arc<TaskContext>,
-    logical: LogicalPlan,
-    physical: OnceCell<Arc<dyn ExecutionPlan>>,
+    root: Stage,
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -137,11 +264,11 @@ impl CompiledPlan {
     /// execution with `partitions` parallel partitions (DataFusion's
     /// `target_partitions`; 2 on a 2-core machine).
     ///
-    /// Fails with a [`PlanError`] naming the flow for what this engine
-    /// cannot run on a stream yet: aggregation, deduplication, stream-stream
-    /// joins, order_by and limit (they arrive with stateful streaming), outer
-    /// joins whose outer side is static, and sliding or session windows
-    /// outside an aggregation. Batch plans may use every other operator.
+    /// Streaming aggregations and deduplications become stateful operators
+    /// between DataFusion stages. Fails with a [`PlanError`] naming the flow
+    /// for what this engine cannot run on a stream yet: stream-stream
+    /// joins, limit, session windows, and outer joins whose outer side is
+    /// static. Batch plans may use every operator.
     pub fn compile(
         flow: &str,
         plan: &DataFrame,
@@ -152,28 +279,22 @@ impl CompiledPlan {
         check_streaming_ops(flow, plan)?;
         check_windows(flow, resolved.root())?;
 
+        let ctx = new_context(partitions);
         let mut builder = Builder {
             flow,
             partitions,
+            ctx: &ctx,
             leaves: Vec::new(),
             by_node: HashMap::new(),
             watermarks: Vec::new(),
+            stage: StageBuilder::default(),
+            next_op: 0,
         };
         let built = builder.build(resolved.root())?;
         let schema = resolved.schema();
         let built = conform(built, &schema).map_err(|e| plan_failure(flow, e))?;
-
-        let ctx = new_context(partitions);
-        let state = ctx.state();
-        let logical = state.optimize(&built).map_err(|e| plan_failure(flow, e))?;
-        // Physical planning of these plans never waits (the leaves are
-        // placeholders); plan now so errors surface here. Should it ever
-        // wait, planning happens at the first execution instead.
-        let physical = OnceCell::new();
-        if let Some(p) = poll_once(state.create_physical_plan(&logical)) {
-            let p = p.map_err(|e| plan_failure(flow, e))?;
-            let _ = physical.set(p);
-        }
+        let inputs = std::mem::take(&mut builder.stage.inputs);
+        let root = plan_stage(flow, &ctx, built, inputs)?;
         let task_ctx = ctx.task_ctx();
         Ok(CompiledPlan {
             flow: flow.to_string(),
@@ -181,10 +302,8 @@ impl CompiledPlan {
             schema,
             watermarks: builder.watermarks,
             partitions,
-            ctx,
             task_ctx,
-            logical,
-            physical,
+            root,
         })
     }
 
@@ -199,9 +318,8 @@ impl CompiledPlan {
         self.schema.clone()
     }
 
-    /// The event-time columns declared with `with_watermark`, with their
-    /// delays in milliseconds, in plan order (outermost first). The column
-    /// name is the one given to `with_watermark`.
+    /// The event-time columns declared with `with_watermark` on a stream,
+    /// with their delays in milliseconds, in plan order (innermost first).
     pub fn watermarks(&self) -> &[(String, i64)] {
         &self.watermarks
     }
@@ -216,25 +334,100 @@ impl CompiledPlan {
         self.partitions
     }
 
-    /// The optimized DataFusion logical plan and the physical plan, as text
-    /// (for debugging and `EXPLAIN`-like output).
+    /// The stateful operators (aggregations, deduplications), described
+    /// with their keys and state columns, in operator-id order. The
+    /// checkpoint's query shape records them.
+    pub fn stateful_operators(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => out.push((n.id, a.describe())),
+            Op::Dedup(d) => out.push((n.id, d.describe())),
+            Op::Watermark { .. } => {}
+        });
+        out.sort();
+        out.into_iter()
+            .map(|(id, d)| format!("{id}: {d}"))
+            .collect()
+    }
+
+    /// True when a batch without new data may still emit or evict: the
+    /// query has a stateful operator that the watermark drives in `mode`
+    /// (Spark runs such a no-data batch whenever the watermark moves).
+    pub fn runs_no_data_batches(&self, mode: OutputMode) -> bool {
+        let mut any = false;
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(_) => any |= mode != OutputMode::Complete,
+            Op::Dedup(_) => any = true,
+            Op::Watermark { .. } => {}
+        });
+        any && !self.watermarks.is_empty()
+    }
+
+    /// Opens the state of every stateful operator under `dir`
+    /// (`<dir>/<operator id>/`) at batch `version` (None: empty state).
+    pub fn restore_state(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+        let mut result = Ok(());
+        visit_ops_mut(&mut self.root, &mut |n| {
+            if result.is_err() {
+                return;
+            }
+            let d = dir.join(n.id.to_string());
+            result = match &mut n.op {
+                Op::Aggregate(a) => a.restore(&d, version),
+                Op::Dedup(o) => o.restore(&d, version),
+                Op::Watermark { .. } => Ok(()),
+            };
+        });
+        result
+    }
+
+    /// Writes every stateful operator's changes of batch `version`.
+    pub fn commit_state(&mut self, version: u64) -> Result<()> {
+        let mut result = Ok(());
+        visit_ops_mut(&mut self.root, &mut |n| {
+            if result.is_err() {
+                return;
+            }
+            result = match &mut n.op {
+                Op::Aggregate(a) => a.commit(version),
+                Op::Dedup(o) => o.commit(version),
+                Op::Watermark { .. } => Ok(()),
+            };
+        });
+        result
+    }
+
+    /// The optimized DataFusion logical plan and the physical plan of the
+    /// final stage, as text (for debugging and `EXPLAIN`-like output).
     pub async fn explain(&self) -> Result<String> {
-        let physical = self.physical().await?;
         Ok(format!(
             "{}\n{}",
-            self.logical.display_indent(),
-            datafusion::physical_plan::displayable(physical.as_ref()).indent(false)
+            self.root.logical.display_indent(),
+            datafusion::physical_plan::displayable(self.root.physical.as_ref()).indent(false)
         ))
     }
 
-    /// Runs the plan over one batch's inputs: one `Vec<RecordBatch>` per
-    /// leaf, in [`leaves`](Self::leaves) order (a static leaf gets the whole
-    /// dataset). Returns the output rows in [`schema`](Self::schema); no
-    /// state is kept between calls.
+    /// Runs a stateless plan over one batch's inputs: one `Vec<RecordBatch>`
+    /// per leaf, in [`leaves`](Self::leaves) order (a static leaf gets the
+    /// whole dataset). Returns the output rows in [`schema`](Self::schema).
     ///
     /// Rows keep their input order for plans without joins (partitions are
     /// contiguous ranges of the input and are returned in order).
-    pub async fn execute(&self, inputs: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>> {
+    pub async fn execute(&mut self, inputs: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>> {
+        Ok(self
+            .execute_batch(inputs, &BatchContext::default())
+            .await?
+            .rows)
+    }
+
+    /// Runs batch `ctx.batch_id` over its inputs (as [`execute`](Self::execute)),
+    /// updating the state of stateful operators; returns the rows, the event
+    /// times the watermark operators saw and the state operators' progress.
+    pub async fn execute_batch(
+        &mut self,
+        inputs: Vec<Vec<RecordBatch>>,
+        ctx: &BatchContext,
+    ) -> Result<BatchOutput> {
         if inputs.len() != self.leaves.len() {
             return Err(Error::runtime(format!(
                 "flow `{}`: the plan reads {} input(s) but was given {}",
@@ -243,17 +436,27 @@ impl CompiledPlan {
                 inputs.len()
             )));
         }
-        let physical = self.physical().await?;
-        let mut data: Vec<PartitionedRows> = Vec::with_capacity(inputs.len());
+        let mut checked = Vec::with_capacity(inputs.len());
         for (leaf, batches) in self.leaves.iter().zip(inputs) {
-            data.push(Arc::new(self.split(leaf, batches)?));
+            let mut v = Vec::with_capacity(batches.len());
+            for b in batches {
+                if b.num_rows() > 0 {
+                    v.push(conform_input(&self.flow, leaf, b)?);
+                }
+            }
+            checked.push(v);
         }
-        let plan = rebind(&physical, &data).map_err(|e| self.run_failure(e))?;
-        let parts = collect_partitioned(plan, self.task_ctx.clone())
-            .await
-            .map_err(|e| self.run_failure(e))?;
-        let mut out = Vec::new();
-        for batch in parts.into_iter().flatten() {
+        let mut out = BatchOutput::default();
+        let env = Env {
+            flow: &self.flow,
+            inputs: &checked,
+            ctx,
+            partitions: self.partitions,
+            task_ctx: &self.task_ctx,
+        };
+        let rows = run_stage(&mut self.root, &env, &mut out).await?;
+        let mut result = Vec::with_capacity(rows.len());
+        for batch in rows {
             if batch.num_rows() == 0 {
                 continue;
             }
@@ -270,105 +473,190 @@ impl CompiledPlan {
                     schema_to_ddl(&self.schema)
                 ))
             })?;
-            out.push(b);
+            result.push(b);
         }
+        out.rows = result;
+        let mut progress = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => progress.push((n.id, a.progress())),
+            Op::Dedup(d) => progress.push((n.id, d.progress())),
+            Op::Watermark { .. } => {}
+        });
+        progress.sort_by_key(|(id, _)| *id);
+        out.state_operators = progress.into_iter().map(|(_, p)| p).collect();
         Ok(out)
     }
+}
 
-    async fn physical(&self) -> Result<Arc<dyn ExecutionPlan>> {
-        self.physical
-            .get_or_try_init(|| async {
-                self.ctx
-                    .state()
-                    .create_physical_plan(&self.logical)
-                    .await
-                    .map_err(|e| plan_failure(&self.flow, e))
-            })
-            .await
-            .cloned()
-    }
+/// What a stage needs while it runs.
+struct Env<'a> {
+    flow: &'a str,
+    inputs: &'a [Vec<RecordBatch>],
+    ctx: &'a BatchContext,
+    partitions: usize,
+    task_ctx: &'a Arc<TaskContext>,
+}
 
-    /// Checks a leaf's batches against its schema and splits them into
-    /// contiguous partitions (slices, no copies).
-    fn split(&self, leaf: &Leaf, batches: Vec<RecordBatch>) -> Result<Vec<Vec<RecordBatch>>> {
-        let mut checked = Vec::with_capacity(batches.len());
-        let mut total = 0usize;
-        for b in batches {
-            if b.num_rows() == 0 {
-                continue;
-            }
-            total += b.num_rows();
-            checked.push(self.conform_input(leaf, b)?);
+type StageFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<RecordBatch>>> + Send + 'a>>;
+
+fn run_stage<'a>(
+    stage: &'a mut Stage,
+    env: &'a Env<'a>,
+    out: &'a mut BatchOutput,
+) -> StageFuture<'a> {
+    Box::pin(async move {
+        let mut data: Vec<PartitionedRows> = Vec::with_capacity(stage.inputs.len());
+        for input in stage.inputs.iter_mut() {
+            let rows = match input {
+                StageInput::Leaf(i) => env.inputs.get(*i).cloned().unwrap_or_default(),
+                StageInput::Op(node) => run_op(node, env, out).await?,
+            };
+            data.push(Arc::new(split_rows(rows, env.partitions)));
         }
-        let n = self.partitions;
-        let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); n];
-        if n == 1 || total < MIN_ROWS_TO_SPLIT {
-            for b in checked {
+        // A stage that only passes an operator's rows on needs no DataFusion run.
+        if let Some(slot) = stage.physical.downcast_ref::<SlotExec>() {
+            if slot.is_identity() {
+                let d = data.get(slot.index).cloned().unwrap_or_default();
+                return Ok(d.iter().flatten().cloned().collect());
+            }
+        }
+        let plan = rebind(&stage.physical, &data).map_err(|e| run_failure(env.flow, e))?;
+        let parts = collect_partitioned(plan, env.task_ctx.clone())
+            .await
+            .map_err(|e| run_failure(env.flow, e))?;
+        Ok(parts.into_iter().flatten().collect())
+    })
+}
+
+async fn run_op(
+    node: &mut OpNode,
+    env: &Env<'_>,
+    out: &mut BatchOutput,
+) -> Result<Vec<RecordBatch>> {
+    let rows = run_stage(&mut node.child, env, out).await?;
+    match &mut node.op {
+        Op::Watermark { column, delay_ms } => {
+            let mut max: Option<i64> = None;
+            for b in &rows {
+                if let Some(m) = watermark::max_millis(b.column(*column)) {
+                    max = Some(max.map_or(m, |x: i64| x.max(m)));
+                }
+            }
+            if let Some(m) = max {
+                out.event_times.push((node.id, m, *delay_ms));
+            }
+            Ok(rows)
+        }
+        Op::Aggregate(a) => a.process(rows, env.ctx, env.task_ctx).await,
+        Op::Dedup(d) => d.process(rows, env.ctx),
+    }
+}
+
+/// Runs `plan` (whose only slot is slot 0) over `rows` split into
+/// `partitions` parts; returns every partition's output.
+pub(crate) async fn run_partitioned(
+    plan: &Arc<dyn ExecutionPlan>,
+    rows: Vec<RecordBatch>,
+    partitions: usize,
+    task_ctx: &Arc<TaskContext>,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    let data = vec![Arc::new(split_rows(rows, partitions))];
+    let plan = rebind(plan, &data)?;
+    let parts = collect_partitioned(plan, task_ctx.clone()).await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+fn visit_ops(stage: &Stage, f: &mut dyn FnMut(&OpNode)) {
+    for i in &stage.inputs {
+        if let StageInput::Op(n) = i {
+            visit_ops(&n.child, f);
+            f(n);
+        }
+    }
+}
+
+fn visit_ops_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut OpNode)) {
+    for i in &mut stage.inputs {
+        if let StageInput::Op(n) = i {
+            visit_ops_mut(&mut n.child, f);
+            f(n);
+        }
+    }
+}
+
+/// Splits rows into `n` contiguous partitions (slices, no copies).
+fn split_rows(batches: Vec<RecordBatch>, n: usize) -> Vec<Vec<RecordBatch>> {
+    let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let n = n.max(1);
+    let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); n];
+    if n == 1 || total < MIN_ROWS_TO_SPLIT {
+        for b in batches {
+            if b.num_rows() > 0 {
                 push_sliced(&mut parts[0], b, MAX_SLICE_ROWS);
             }
-            return Ok(parts);
         }
-        let per = total.div_ceil(n);
-        let mut p = 0usize;
-        let mut room = per;
-        for b in checked {
-            let mut offset = 0;
-            while offset < b.num_rows() {
-                if room == 0 && p + 1 < n {
-                    p += 1;
-                    room = per;
-                }
-                let take = (b.num_rows() - offset).min(room.max(1)).min(MAX_SLICE_ROWS);
-                parts[p].push(b.slice(offset, take));
-                offset += take;
-                room = room.saturating_sub(take);
+        return parts;
+    }
+    let per = total.div_ceil(n);
+    let mut p = 0usize;
+    let mut room = per;
+    for b in batches {
+        let mut offset = 0;
+        while offset < b.num_rows() {
+            if room == 0 && p + 1 < n {
+                p += 1;
+                room = per;
             }
+            let take = (b.num_rows() - offset).min(room.max(1)).min(MAX_SLICE_ROWS);
+            parts[p].push(b.slice(offset, take));
+            offset += take;
+            room = room.saturating_sub(take);
         }
-        Ok(parts)
     }
+    parts
+}
 
-    fn conform_input(&self, leaf: &Leaf, b: RecordBatch) -> Result<RecordBatch> {
-        if Arc::ptr_eq(b.schema_ref(), &leaf.schema) || b.schema_ref() == &leaf.schema {
-            return Ok(b);
-        }
-        let same_types = b.num_columns() == leaf.schema.fields().len()
-            && b.schema_ref()
-                .fields()
-                .iter()
-                .zip(leaf.schema.fields())
-                .all(|(a, e)| a.data_type() == e.data_type());
-        let mismatch = || {
-            Error::runtime_with_help(
-                format!(
-                    "flow `{}`: input {} ({}) has columns ({}) but the plan expects ({})",
-                    self.flow,
-                    leaf.index,
-                    leaf_name(&leaf.node),
-                    schema_to_ddl(b.schema_ref()),
-                    schema_to_ddl(&leaf.schema)
-                ),
-                "give each leaf rows in the schema of CompiledPlan::leaves()",
-            )
-        };
-        if !same_types {
-            return Err(mismatch());
-        }
-        let n = b.num_rows();
-        RecordBatch::try_new_with_options(
-            leaf.schema.clone(),
-            b.columns().to_vec(),
-            &RecordBatchOptions::new().with_row_count(Some(n)),
+fn conform_input(flow: &str, leaf: &Leaf, b: RecordBatch) -> Result<RecordBatch> {
+    if Arc::ptr_eq(b.schema_ref(), &leaf.schema) || b.schema_ref() == &leaf.schema {
+        return Ok(b);
+    }
+    let same_types = b.num_columns() == leaf.schema.fields().len()
+        && b.schema_ref()
+            .fields()
+            .iter()
+            .zip(leaf.schema.fields())
+            .all(|(a, e)| a.data_type() == e.data_type());
+    let mismatch = || {
+        Error::runtime_with_help(
+            format!(
+                "flow `{}`: input {} ({}) has columns ({}) but the plan expects ({})",
+                flow,
+                leaf.index,
+                leaf_name(&leaf.node),
+                schema_to_ddl(b.schema_ref()),
+                schema_to_ddl(&leaf.schema)
+            ),
+            "give each leaf rows in the schema of CompiledPlan::leaves()",
         )
-        .map_err(|_| mismatch())
+    };
+    if !same_types {
+        return Err(mismatch());
     }
+    let n = b.num_rows();
+    RecordBatch::try_new_with_options(
+        leaf.schema.clone(),
+        b.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(n)),
+    )
+    .map_err(|_| mismatch())
+}
 
-    fn run_failure(&self, e: DataFusionError) -> Error {
-        Error::runtime(format!(
-            "flow `{}`: running the query failed: {}",
-            self.flow,
-            e.strip_backtrace()
-        ))
-    }
+fn run_failure(flow: &str, e: DataFusionError) -> Error {
+    Error::runtime(format!(
+        "flow `{}`: running the query failed: {}",
+        flow,
+        e.strip_backtrace()
+    ))
 }
 
 /// The maximum of a timestamp column over `batches`, in milliseconds since
@@ -431,7 +719,7 @@ fn new_context(partitions: usize) -> SessionContext {
 }
 
 /// Polls a future a few times without a runtime; None if it is still pending.
-fn poll_once<F: Future>(f: F) -> Option<F::Output> {
+pub(crate) fn poll_once<F: Future>(f: F) -> Option<F::Output> {
     let mut f = std::pin::pin!(f);
     let mut cx = Context::from_waker(Waker::noop());
     for _ in 0..16 {
@@ -476,14 +764,52 @@ fn leaf_name(node: &PlanNode) -> String {
     }
 }
 
-/// Builds one DataFusion logical plan from the resolved tree: each node's
-/// resolved plan with its input scans replaced by its inputs' plans.
+/// Plans a stage: optimizes its logical plan and plans it physically once.
+fn plan_stage(
+    flow: &str,
+    ctx: &SessionContext,
+    logical: LogicalPlan,
+    inputs: Vec<StageInput>,
+) -> Result<Stage> {
+    let state = ctx.state();
+    let logical = state
+        .optimize(&logical)
+        .map_err(|e| plan_failure(flow, e))?;
+    // Physical planning of these plans never waits (the leaves are
+    // placeholders).
+    let physical = poll_once(state.create_physical_plan(&logical))
+        .ok_or_else(|| {
+            Error::from(PlanError::new(format!(
+                "flow `{flow}`: planning the query did not finish"
+            )))
+        })?
+        .map_err(|e| plan_failure(flow, e))?;
+    Ok(Stage {
+        logical,
+        physical,
+        inputs,
+    })
+}
+
+/// The inputs of the stage being built, with leaves used twice read once.
+#[derive(Default)]
+struct StageBuilder {
+    inputs: Vec<StageInput>,
+    leaf_slots: HashMap<usize, usize>,
+}
+
+/// Builds the stage tree from the resolved tree: each node's resolved plan
+/// with its input scans replaced by its inputs' plans; stateful operators
+/// on streams end a stage and start a new one above them.
 struct Builder<'a> {
     flow: &'a str,
     partitions: usize,
+    ctx: &'a SessionContext,
     leaves: Vec<Leaf>,
     by_node: HashMap<*const PlanNode, usize>,
     watermarks: Vec<(String, i64)>,
+    stage: StageBuilder,
+    next_op: usize,
 }
 
 impl Builder<'_> {
@@ -492,11 +818,71 @@ impl Builder<'_> {
         match r.node.as_ref() {
             PlanNode::Source(spec) => return self.leaf(r, spec.streaming),
             PlanNode::DatasetRead { streaming, .. } => return self.leaf(r, *streaming),
+            PlanNode::WithWatermark {
+                input,
+                column,
+                delay,
+                ..
+            } if input.is_streaming() => {
+                let delay_ms = delay.as_millis() as i64;
+                self.watermarks.push((column.clone(), delay_ms));
+                let col_index = r.schema.index_of(column).map_err(|_| {
+                    PlanError::new(format!(
+                        "flow `{}`: unknown watermark column `{column}`",
+                        self.flow
+                    ))
+                })?;
+                let child = self.sub_stage(&r.children[0])?;
+                return self.op_slot(
+                    Op::Watermark {
+                        column: col_index,
+                        delay_ms,
+                    },
+                    child,
+                    r.schema.clone(),
+                );
+            }
+            PlanNode::Aggregate { input, .. } if input.is_streaming() => {
+                let agg = find_aggregate(&r.plan).ok_or_else(|| {
+                    PlanError::new(format!(
+                        "flow `{}`: the aggregation has no aggregate step",
+                        self.flow
+                    ))
+                })?;
+                let child_schema = r.children[0].schema.clone();
+                let op =
+                    AggregateOp::new(self.flow, agg, &child_schema, self.partitions, self.ctx)?;
+                let out_schema = op.output_schema();
+                let child = self.sub_stage(&r.children[0])?;
+                let scan = self.op_slot(Op::Aggregate(Box::new(op)), child, out_schema)?;
+                // Expressions over the aggregates are computed above the operator.
+                return match &r.plan {
+                    LogicalPlan::Projection(p) => {
+                        let list: Vec<Expr> = p.expr.iter().map(|e| unqualify(e.clone())).collect();
+                        LogicalPlanBuilder::from(scan)
+                            .project(list)
+                            .and_then(|b| b.build())
+                            .map_err(fail)
+                    }
+                    _ => Ok(scan),
+                };
+            }
+            PlanNode::DropDuplicates {
+                input,
+                columns,
+                within_watermark,
+            } if input.is_streaming() => {
+                let child_schema = r.children[0].schema.clone();
+                let op = DedupOp::new(
+                    self.flow,
+                    &child_schema,
+                    columns.as_deref(),
+                    *within_watermark,
+                )?;
+                let child = self.sub_stage(&r.children[0])?;
+                return self.op_slot(Op::Dedup(Box::new(op)), child, r.schema.clone());
+            }
             _ => {}
-        }
-        if let PlanNode::WithWatermark { column, delay, .. } = r.node.as_ref() {
-            self.watermarks
-                .push((column.clone(), delay.as_millis() as i64));
         }
         let mut children = Vec::with_capacity(r.children.len());
         for c in &r.children {
@@ -504,6 +890,7 @@ impl Builder<'_> {
         }
         match r.node.as_ref() {
             PlanNode::Union { .. } => union(children, &r.schema).map_err(fail),
+            PlanNode::WithWatermark { .. } => Ok(children.remove(0)),
             PlanNode::DropDuplicates { columns, .. } => {
                 let input = children.remove(0);
                 let all: Vec<Expr> = input
@@ -538,6 +925,41 @@ impl Builder<'_> {
         }
     }
 
+    /// Builds `r` as a stage of its own (the input of a stateful operator).
+    fn sub_stage(&mut self, r: &ResolvedNode) -> Result<Stage> {
+        let outer = std::mem::take(&mut self.stage);
+        let built = self.build(r);
+        let inner = std::mem::replace(&mut self.stage, outer);
+        let built = conform(built?, &r.schema).map_err(|e| plan_failure(self.flow, e))?;
+        plan_stage(self.flow, self.ctx, built, inner.inputs)
+    }
+
+    /// A scan of a stateful operator's output in the current stage.
+    fn op_slot(&mut self, op: Op, child: Stage, schema: SchemaRef) -> Result<LogicalPlan> {
+        let id = self.next_op;
+        self.next_op += 1;
+        let slot = self.stage.inputs.len();
+        self.stage
+            .inputs
+            .push(StageInput::Op(Box::new(OpNode { id, op, child })));
+        self.slot_scan(slot, schema, &format!("op{id}"))
+    }
+
+    fn slot_scan(&self, index: usize, schema: SchemaRef, name: &str) -> Result<LogicalPlan> {
+        let table = SlotTable {
+            index,
+            schema,
+            partitions: self.partitions,
+        };
+        LogicalPlanBuilder::scan(
+            TableReference::bare(name.to_string()),
+            provider_as_source(Arc::new(table)),
+            None,
+        )
+        .and_then(|b| b.build())
+        .map_err(|e| plan_failure(self.flow, e))
+    }
+
     fn leaf(&mut self, r: &ResolvedNode, streaming: bool) -> Result<LogicalPlan> {
         let key = Arc::as_ptr(&r.node);
         let index = match self.by_node.get(&key) {
@@ -554,19 +976,35 @@ impl Builder<'_> {
                 i
             }
         };
-        let table = SlotTable {
-            index,
-            schema: r.schema.clone(),
-            partitions: self.partitions,
+        let slot = match self.stage.leaf_slots.get(&index) {
+            Some(s) => *s,
+            None => {
+                let s = self.stage.inputs.len();
+                self.stage.inputs.push(StageInput::Leaf(index));
+                self.stage.leaf_slots.insert(index, s);
+                s
+            }
         };
-        LogicalPlanBuilder::scan(
-            TableReference::bare(format!("leaf{index}")),
-            provider_as_source(Arc::new(table)),
+        self.slot_scan(slot, r.schema.clone(), &format!("leaf{index}"))
+    }
+}
+
+/// Drops the qualifiers of column references (they referred to the
+/// aggregation's input scan; the operator's output scan has its own).
+fn unqualify(e: Expr) -> Expr {
+    e.transform_up(|sub| match sub {
+        Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+            c.name,
+        )))),
+        other => Ok(Transformed::no(other)),
+    })
+    .map(|t| t.data)
+    .unwrap_or_else(|e| {
+        Expr::Literal(
+            datafusion::scalar::ScalarValue::Utf8(Some(e.to_string())),
             None,
         )
-        .and_then(|b| b.build())
-        .map_err(|e| plan_failure(self.flow, e))
-    }
+    })
 }
 
 /// Replaces the input scans of a node's resolved plan (`input`, `left`,
@@ -669,47 +1107,27 @@ fn conform(plan: LogicalPlan, schema: &SchemaRef) -> datafusion::error::Result<L
 // What a stream cannot do yet
 // ---------------------------------------------------------------------------
 
-const STATEFUL_LATER: &str =
-    "is not supported by this build yet; it arrives with stateful streaming";
+const STATEFUL_LATER: &str = "is not supported by this build yet";
 
 fn not_yet(flow: &str, what: String, help: &str) -> Error {
     PlanError::with_help(format!("flow `{flow}`: {what} {STATEFUL_LATER}"), help).into()
 }
 
-/// Refuses the operators that need state on a stream, innermost first.
+/// True when `df` aggregates a stream somewhere below (or at) it.
+fn aggregates_stream(df: &DataFrame) -> bool {
+    match df.node() {
+        PlanNode::Aggregate { input, .. } if input.is_streaming() => true,
+        _ => df.children().into_iter().any(aggregates_stream),
+    }
+}
+
+/// Refuses what the engine cannot run on a stream, innermost first. (The
+/// output-mode rules are the graph's query checks; this is the last guard.)
 fn check_streaming_ops(flow: &str, df: &DataFrame) -> Result<()> {
     for c in df.children() {
         check_streaming_ops(flow, c)?;
     }
     match df.node() {
-        PlanNode::Aggregate { input, keys, .. } if input.is_streaming() => {
-            let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-            Err(not_yet(
-                flow,
-                format!("streaming aggregation (group_by({}))", keys.join(", ")),
-                "aggregate a batch read instead (read / read_table, e.g. in a materialized view), or write the rows unaggregated for now",
-            ))
-        }
-        PlanNode::DropDuplicates {
-            input,
-            columns,
-            within_watermark,
-        } if input.is_streaming() => {
-            let op = if *within_watermark {
-                "drop_duplicates_within_watermark"
-            } else {
-                "drop_duplicates"
-            };
-            let cols = columns
-                .as_ref()
-                .map(|c| c.join(", "))
-                .unwrap_or_else(|| "*".to_string());
-            Err(not_yet(
-                flow,
-                format!("streaming deduplication ({op}({cols}))"),
-                "deduplicate a batch read instead (read / read_table, e.g. in a materialized view), or write the rows as they are for now",
-            ))
-        }
         PlanNode::Join {
             left,
             right,
@@ -718,7 +1136,7 @@ fn check_streaming_ops(flow: &str, df: &DataFrame) -> Result<()> {
         } => match (left.is_streaming(), right.is_streaming()) {
             (true, true) => Err(not_yet(
                 flow,
-                format!("stream-stream join ({join_type} join of two streams)"),
+                format!("a stream-stream join ({join_type} join of two streams)"),
                 "read one side as a static table (read / read_table) for a stream-static join",
             )),
             (true, false) => match join_type {
@@ -745,12 +1163,12 @@ fn check_streaming_ops(flow: &str, df: &DataFrame) -> Result<()> {
             },
             (false, false) => Ok(()),
         },
-        PlanNode::OrderBy { input, .. } if input.is_streaming() => Err(not_yet(
+        PlanNode::OrderBy { input, .. } if input.is_streaming() && !aggregates_stream(input) => Err(not_yet(
             flow,
             "order_by on a stream".to_string(),
             "sort a batch read instead (read / read_table, e.g. in a materialized view); sorting a stream needs an aggregation in complete mode",
         )),
-        PlanNode::Limit { input, .. } if input.is_streaming() => Err(not_yet(
+        PlanNode::Limit { input, .. } if input.is_streaming() && !aggregates_stream(input) => Err(not_yet(
             flow,
             "limit on a stream".to_string(),
             "limit a batch read instead (read / read_table, e.g. in a materialized view)",
@@ -760,21 +1178,24 @@ fn check_streaming_ops(flow: &str, df: &DataFrame) -> Result<()> {
 }
 
 /// Sliding and session windows assign a row to several windows or merge
-/// windows per key; evaluating them row by row is not possible, so they are
-/// refused until the stateful engine expands them.
+/// windows per key; evaluating them row by row is not possible: sliding
+/// windows are expanded by the streaming aggregation, elsewhere they are
+/// refused, as are session windows for now.
 fn check_windows(flow: &str, root: &ResolvedNode) -> Result<()> {
     let mut found: Option<(String, &'static str)> = None;
     root.walk(&mut |n| {
         if found.is_some() {
             return;
         }
+        let streaming_aggregate =
+            matches!(n.node.as_ref(), PlanNode::Aggregate { input, .. } if input.is_streaming());
         for e in &n.exprs {
             let _ = e.apply(|sub| {
                 if matches!(sub, Expr::Alias(_)) {
                     return Ok(TreeNodeRecursion::Continue);
                 }
                 if let Some(w) = window_call(sub) {
-                    if !w.is_tumbling() {
+                    if !w.is_tumbling() && !streaming_aggregate {
                         found = Some((expr_text(sub), "sliding window"));
                         return Ok(TreeNodeRecursion::Stop);
                     }
@@ -792,8 +1213,8 @@ fn check_windows(flow: &str, root: &ResolvedNode) -> Result<()> {
     match found {
         Some((text, kind)) => Err(not_yet(
             flow,
-            format!("{kind} `{text}`"),
-            "use a tumbling window such as window(ts, '10 minutes') for now",
+            format!("a {kind} `{text}` outside a streaming aggregation"),
+            "group a stream by the window (group_by([window(ts, ...), ...])), or use a tumbling window such as window(ts, '10 minutes')",
         )),
         None => Ok(()),
     }

@@ -1,0 +1,603 @@
+//! Streaming aggregation: `group_by(keys).agg(...)` over a stream, with
+//! state kept across micro-batches.
+//!
+//! Per batch: window keys are assigned (a sliding window puts a row into
+//! every window that contains it, as Spark's `Expand` does); DataFusion's
+//! partial aggregation reduces the batch's rows to one state row per key
+//! (in parallel over the partitions); keys behind the watermark for late
+//! rows are dropped and counted; the rest are merged into the operator's
+//! state with DataFusion's accumulators (`merge_batch`). Then the output
+//! mode decides what is emitted — append: the groups the watermark closed
+//! (`window.end <= watermark`), once; update: the groups this batch changed;
+//! complete: every group — and in append and update modes the closed groups
+//! are evicted. The state is Arrow rows (keys, then each aggregate's partial
+//! state), stored per batch in the [`StateStore`] as a delta of the changed
+//! and removed keys.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, StructArray, UInt32Array};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::Column;
+use datafusion::datasource::provider_as_source;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{
+    Aggregate, EmitTo, Expr, GroupsAccumulator, LogicalPlan, LogicalPlanBuilder,
+};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::GroupsAccumulatorAdapter;
+use datafusion::physical_plan::aggregates::group_values::new_group_values;
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+
+use super::leaf::SlotTable;
+use super::watermark::timestamp_micros;
+use super::{poll_once, run_partitioned, BatchContext, OpFailure, StateOperatorProgress};
+use crate::engine::state::StateStore;
+use crate::error::{Error, Result};
+use crate::formats::OutputMode;
+use crate::plan::functions::{session_window_call, window_call, window_struct_type};
+use crate::plan::WATERMARK_METADATA_KEY;
+
+/// A window grouping key, computed by the operator before aggregating.
+#[derive(Clone, Debug)]
+struct WindowKey {
+    /// Index of the event-time column in the input.
+    time_index: usize,
+    size_us: i64,
+    slide_us: i64,
+    start_us: i64,
+    struct_type: DataType,
+}
+
+/// Which grouping key carries event time (for late rows and eviction).
+#[derive(Clone, Copy, Debug)]
+enum EventKey {
+    /// A window struct key: its `end` decides.
+    Window(usize),
+    /// The watermarked timestamp column itself.
+    Column(usize),
+}
+
+/// A streaming aggregation with its state.
+pub(crate) struct AggregateOp {
+    flow: String,
+    description: String,
+    windows: Vec<WindowKey>,
+    prepared_schema: SchemaRef,
+    partial: Arc<dyn ExecutionPlan>,
+    partitions: usize,
+    aggs: Vec<Arc<AggregateFunctionExpr>>,
+    n_keys: usize,
+    state_schema: SchemaRef,
+    output_schema: SchemaRef,
+    event_key: Option<EventKey>,
+    state: RecordBatch,
+    store: Option<StateStore>,
+    pending: Option<(RecordBatch, Vec<ArrayRef>)>,
+    progress: StateOperatorProgress,
+}
+
+/// Finds the `Aggregate` in a resolved aggregate node's plan.
+pub(crate) fn find_aggregate(plan: &LogicalPlan) -> Option<&Aggregate> {
+    match plan {
+        LogicalPlan::Aggregate(a) => Some(a),
+        other => other.inputs().into_iter().find_map(find_aggregate),
+    }
+}
+
+impl AggregateOp {
+    /// Plans the aggregation `agg` (from a resolved plan, over a scan named
+    /// `input` of `child_schema`).
+    pub(crate) fn new(
+        flow: &str,
+        agg: &Aggregate,
+        child_schema: &SchemaRef,
+        partitions: usize,
+        ctx: &SessionContext,
+    ) -> Result<AggregateOp> {
+        let fail = |msg: String| -> Error {
+            crate::error::PlanError::new(format!("flow `{flow}`: {msg}")).into()
+        };
+        let mut windows = Vec::new();
+        let mut prepared: Vec<Field> = child_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut keys = Vec::new();
+        let mut event_key = None;
+        for (pos, e) in agg.group_expr.iter().enumerate() {
+            let name = e.schema_name().to_string();
+            let name = match e {
+                Expr::Alias(a) => a.name.clone(),
+                _ => name,
+            };
+            if session_window_call(e).is_some() {
+                return Err(fail(format!(
+                    "session windows (`{name}`) on a stream are not supported yet; use window(ts, size) or window(ts, size, slide)"
+                )));
+            }
+            if let Some(w) = window_call(e) {
+                let Expr::Column(c) = &w.time_column else {
+                    return Err(fail(format!(
+                        "the time column of window key `{name}` must be a column; add it with with_column first"
+                    )));
+                };
+                let time_index = child_schema
+                    .index_of(&c.name)
+                    .map_err(|_| fail(format!("unknown time column `{}`", c.name)))?;
+                let time_field = child_schema.field(time_index);
+                let struct_type = window_struct_type(time_field.data_type()).ok_or_else(|| {
+                    fail(format!(
+                        "the time column `{}` of `{name}` is not a timestamp",
+                        c.name
+                    ))
+                })?;
+                if time_field.metadata().contains_key(WATERMARK_METADATA_KEY) && event_key.is_none()
+                {
+                    event_key = Some(EventKey::Window(pos));
+                }
+                let col_name = format!("__window{}", windows.len());
+                prepared.push(Field::new(&col_name, struct_type.clone(), true));
+                windows.push(WindowKey {
+                    time_index,
+                    size_us: w.size.as_micros() as i64,
+                    slide_us: w.slide.as_micros() as i64,
+                    start_us: w.start.as_micros() as i64,
+                    struct_type,
+                });
+                keys.push(Expr::Column(Column::new(Some("input"), col_name)).alias(name));
+            } else {
+                if let Expr::Column(c) = strip_alias(e) {
+                    if let Ok(f) = child_schema.field_with_name(&c.name) {
+                        if f.metadata().contains_key(WATERMARK_METADATA_KEY)
+                            && matches!(f.data_type(), DataType::Timestamp(..))
+                            && event_key.is_none()
+                        {
+                            event_key = Some(EventKey::Column(pos));
+                        }
+                    }
+                }
+                keys.push(e.clone());
+            }
+        }
+        let prepared_schema = Arc::new(Schema::new_with_metadata(
+            prepared,
+            child_schema.metadata().clone(),
+        ));
+        let slot = SlotTable {
+            index: 0,
+            schema: prepared_schema.clone(),
+            partitions,
+        };
+        let logical = LogicalPlanBuilder::scan("input", provider_as_source(Arc::new(slot)), None)
+            .and_then(|b| b.aggregate(keys, agg.aggr_expr.clone()))
+            .and_then(|b| b.build())
+            .map_err(|e| {
+                fail(format!(
+                    "the aggregation could not be planned: {}",
+                    e.strip_backtrace()
+                ))
+            })?;
+        let names: Vec<String> = logical
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let state = ctx.state();
+        let optimized = state.optimize(&logical).map_err(|e| {
+            fail(format!(
+                "the aggregation could not be planned: {}",
+                e.strip_backtrace()
+            ))
+        })?;
+        let physical = poll_once(state.create_physical_plan(&optimized))
+            .ok_or_else(|| fail("planning the aggregation did not finish".into()))?
+            .map_err(|e| {
+                fail(format!(
+                    "the aggregation could not be planned: {}",
+                    e.strip_backtrace()
+                ))
+            })?;
+        let first = deepest_aggregate(&physical)
+            .ok_or_else(|| fail("the aggregation has no aggregate step".into()))?;
+        let partial = AggregateExec::try_new(
+            AggregateMode::Partial,
+            first.group_expr().clone(),
+            first.aggr_expr().to_vec(),
+            first.filter_expr().to_vec(),
+            first.input().clone(),
+            first.input_schema(),
+        )
+        .map_err(|e| {
+            fail(format!(
+                "the aggregation could not be planned: {}",
+                e.strip_backtrace()
+            ))
+        })?;
+        let aggs = first.aggr_expr().to_vec();
+        let n_keys = first.group_expr().expr().len();
+        let state_schema = partial.schema();
+        let mut out_fields = Vec::new();
+        for (i, f) in state_schema.fields()[..n_keys].iter().enumerate() {
+            out_fields.push(Field::new(&names[i], f.data_type().clone(), true));
+        }
+        for (i, a) in aggs.iter().enumerate() {
+            let f = a.field();
+            out_fields.push(Field::new(&names[n_keys + i], f.data_type().clone(), true));
+        }
+        let output_schema = Arc::new(Schema::new(out_fields));
+        let description = format!(
+            "aggregate [{}] -> [{}]",
+            names[..n_keys].join(", "),
+            names[n_keys..].join(", ")
+        );
+        Ok(AggregateOp {
+            flow: flow.to_string(),
+            description,
+            windows,
+            prepared_schema,
+            partial: Arc::new(partial),
+            partitions,
+            aggs,
+            n_keys,
+            state: RecordBatch::new_empty(state_schema.clone()),
+            state_schema,
+            output_schema,
+            event_key,
+            store: None,
+            pending: None,
+            progress: StateOperatorProgress::new("aggregate"),
+        })
+    }
+
+    /// What the shape check records for this operator.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} state ({})",
+            self.description,
+            crate::plan::ddl::schema_to_ddl(&self.state_schema)
+        )
+    }
+
+    /// The rows the operator emits.
+    pub(crate) fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    /// Opens the state at `dir` and loads the state of batch `version`
+    /// (None: no batch committed yet, empty state).
+    pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+        let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
+        self.state = match version {
+            Some(v) => store.load(v)?,
+            None => RecordBatch::new_empty(self.state_schema.clone()),
+        };
+        self.store = Some(store);
+        Ok(())
+    }
+
+    /// Writes the state changes of batch `version`.
+    pub(crate) fn commit(&mut self, version: u64) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let (upserts, removed) = self.pending.take().unwrap_or_else(|| {
+            (
+                RecordBatch::new_empty(self.state_schema.clone()),
+                Vec::new(),
+            )
+        });
+        store.commit(version, &upserts, &removed, &self.state)?;
+        if version % 100 == 99 {
+            store.purge(version.saturating_sub(100))?;
+        }
+        Ok(())
+    }
+
+    /// The progress of the last batch.
+    pub(crate) fn progress(&self) -> StateOperatorProgress {
+        self.progress.clone()
+    }
+
+    /// Runs one batch: `input` are the rows reaching the aggregation.
+    pub(crate) async fn process(
+        &mut self,
+        input: Vec<RecordBatch>,
+        ctx: &BatchContext,
+        task_ctx: &Arc<TaskContext>,
+    ) -> Result<Vec<RecordBatch>> {
+        let fail = |e: &dyn std::fmt::Display| {
+            Error::runtime(format!("flow `{}`: aggregation failed: {e}", self.flow))
+        };
+        // 1. Window keys, then the partial aggregation of this batch.
+        let mut prepared = Vec::with_capacity(input.len());
+        for b in input {
+            if b.num_rows() > 0 {
+                prepared.push(self.prepare(b).map_err(|e| fail(&e))?);
+            }
+        }
+        let new = if prepared.is_empty() {
+            RecordBatch::new_empty(self.state_schema.clone())
+        } else {
+            let parts = run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
+                .await
+                .map_err(|e| fail(&e.strip_backtrace()))?;
+            concat_batches(&self.state_schema, &parts).map_err(|e| fail(&e))?
+        };
+
+        // 2. Keys behind the watermark for late rows are dropped.
+        let mut dropped = 0u64;
+        let new = match (self.event_key, ctx.watermark_for_late_ms, ctx.output_mode) {
+            (Some(k), Some(wm), OutputMode::Append | OutputMode::Update) if new.num_rows() > 0 => {
+                let late = self.closed_mask(&new, k, wm).map_err(|e| fail(&e))?;
+                if late.true_count() > 0 {
+                    let late_rows = filter_record_batch(&new, &late).map_err(|e| fail(&e))?;
+                    dropped =
+                        distinct_keys(&late_rows.columns()[..self.n_keys]).map_err(|e| fail(&e))?;
+                    let keep = arrow::compute::not(&late).map_err(|e| fail(&e))?;
+                    filter_record_batch(&new, &keep).map_err(|e| fail(&e))?
+                } else {
+                    new
+                }
+            }
+            _ => new,
+        };
+
+        // 3. Merge into the state.
+        let old_rows = self.state.num_rows();
+        let all = concat_batches(&self.state_schema, [&self.state, &new]).map_err(|e| fail(&e))?;
+        let key_schema = Arc::new(Schema::new(
+            self.state_schema.fields()[..self.n_keys].to_vec(),
+        ));
+        let mut groups =
+            new_group_values(key_schema, &GroupOrdering::None).map_err(|e| fail(&e))?;
+        let mut ids = Vec::with_capacity(all.num_rows());
+        groups
+            .intern(&all.columns()[..self.n_keys], &mut ids)
+            .map_err(|e| fail(&e))?;
+        let n_groups = groups.len();
+        let mut touched = vec![false; n_groups];
+        for g in &ids[old_rows..] {
+            touched[*g] = true;
+        }
+        let mut columns = groups.emit(EmitTo::All).map_err(|e| fail(&e))?;
+        let mut col = self.n_keys;
+        for a in &self.aggs {
+            let n_state = a.state_fields().map_err(|e| fail(&e))?.len();
+            let mut acc = accumulator(a).map_err(|e| fail(&e))?;
+            acc.merge_batch(&all.columns()[col..col + n_state], &ids, n_groups)
+                .map_err(|e| fail(&e))?;
+            columns.extend(acc.state(EmitTo::All).map_err(|e| fail(&e))?);
+            col += n_state;
+        }
+        let merged = RecordBatch::try_new_with_options(
+            self.state_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n_groups)),
+        )
+        .map_err(|e| fail(&e))?;
+
+        // 4. What the output mode emits, and what the watermark evicts.
+        let evict = match (
+            self.event_key,
+            ctx.watermark_for_eviction_ms,
+            ctx.output_mode,
+        ) {
+            (Some(k), Some(wm), OutputMode::Append | OutputMode::Update) => {
+                self.closed_mask(&merged, k, wm).map_err(|e| fail(&e))?
+            }
+            _ => BooleanArray::from(vec![false; n_groups]),
+        };
+        let touched = BooleanArray::from(touched);
+        let emit = match ctx.output_mode {
+            OutputMode::Complete => BooleanArray::from(vec![true; n_groups]),
+            OutputMode::Update => touched.clone(),
+            OutputMode::Append => evict.clone(),
+        };
+        let emitted = filter_record_batch(&merged, &emit).map_err(|e| fail(&e))?;
+        let output = self.finalize(&emitted).map_err(|e| fail(&e))?;
+
+        let keep = arrow::compute::not(&evict).map_err(|e| fail(&e))?;
+        let evicted = filter_record_batch(&merged, &evict).map_err(|e| fail(&e))?;
+        let upsert_mask = arrow::compute::and(&touched, &keep).map_err(|e| fail(&e))?;
+        let upserts = filter_record_batch(&merged, &upsert_mask).map_err(|e| fail(&e))?;
+        self.state = filter_record_batch(&merged, &keep).map_err(|e| fail(&e))?;
+        let removed: Vec<ArrayRef> = evicted.columns()[..self.n_keys].to_vec();
+
+        self.progress = StateOperatorProgress {
+            operator: "aggregate".into(),
+            num_rows_total: self.state.num_rows() as u64,
+            num_rows_updated: upserts.num_rows() as u64,
+            num_rows_removed: evicted.num_rows() as u64,
+            num_rows_dropped_by_watermark: dropped,
+            memory_used_bytes: self.state.get_array_memory_size() as u64,
+        };
+        self.pending = Some((upserts, removed));
+        Ok(if output.num_rows() == 0 {
+            Vec::new()
+        } else {
+            vec![output]
+        })
+    }
+
+    /// Adds the window columns (one row per window it falls in).
+    fn prepare(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, OpFailure> {
+        let mut b = batch;
+        for w in &self.windows {
+            let micros = timestamp_micros(b.column(w.time_index))
+                .ok_or_else(|| OpFailure("the window's time column is not a timestamp".into()))?;
+            let mut rows: Vec<u32> = Vec::with_capacity(b.num_rows());
+            let mut starts: Vec<i64> = Vec::with_capacity(b.num_rows());
+            let overlapping = (w.size_us + w.slide_us - 1) / w.slide_us.max(1);
+            for (i, t) in micros.iter().enumerate() {
+                let Some(t) = t else { continue };
+                let last_start = t - (t - w.start_us).rem_euclid(w.slide_us.max(1));
+                for j in 0..overlapping {
+                    let s = last_start - j * w.slide_us;
+                    if s <= t && t < s + w.size_us {
+                        rows.push(i as u32);
+                        starts.push(s);
+                    }
+                }
+            }
+            let taken = if rows.len() == b.num_rows()
+                && rows.iter().enumerate().all(|(i, r)| *r as usize == i)
+            {
+                b.clone()
+            } else {
+                arrow::compute::take_record_batch(&b, &UInt32Array::from(rows))?
+            };
+            let DataType::Struct(fields) = &w.struct_type else {
+                return Err(OpFailure("window type is not a struct".into()));
+            };
+            let tz = match fields[0].data_type() {
+                DataType::Timestamp(_, tz) => tz.clone(),
+                _ => None,
+            };
+            let ends: Vec<i64> = starts.iter().map(|s| s + w.size_us).collect();
+            let start_arr: ArrayRef = Arc::new(
+                arrow::array::TimestampMicrosecondArray::from(starts).with_timezone_opt(tz.clone()),
+            );
+            let end_arr: ArrayRef =
+                Arc::new(arrow::array::TimestampMicrosecondArray::from(ends).with_timezone_opt(tz));
+            let window: ArrayRef = Arc::new(StructArray::try_new(
+                fields.clone(),
+                vec![start_arr, end_arr],
+                None,
+            )?);
+            let mut cols = taken.columns().to_vec();
+            cols.push(window);
+            let n = taken.num_rows();
+            let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            b = RecordBatch::try_new_with_options(
+                Arc::new(Schema::new_with_metadata(
+                    fields,
+                    self.prepared_schema.metadata().clone(),
+                )),
+                cols,
+                &RecordBatchOptions::new().with_row_count(Some(n)),
+            )?;
+        }
+        if b.schema_ref() != &self.prepared_schema {
+            let n = b.num_rows();
+            b = RecordBatch::try_new_with_options(
+                self.prepared_schema.clone(),
+                b.columns().to_vec(),
+                &RecordBatchOptions::new().with_row_count(Some(n)),
+            )?;
+        }
+        Ok(b)
+    }
+
+    /// True for the rows whose event-time key is at or behind `wm_ms`.
+    fn closed_mask(
+        &self,
+        rows: &RecordBatch,
+        key: EventKey,
+        wm_ms: i64,
+    ) -> std::result::Result<BooleanArray, OpFailure> {
+        let times = match key {
+            EventKey::Window(pos) => {
+                let s = rows
+                    .column(pos)
+                    .as_any()
+                    .downcast_ref::<StructArray>()
+                    .ok_or_else(|| OpFailure("the window key is not a struct".into()))?;
+                timestamp_micros(s.column(1))
+            }
+            EventKey::Column(pos) => timestamp_micros(rows.column(pos)),
+        }
+        .ok_or_else(|| OpFailure("the event-time key is not a timestamp".into()))?;
+        let wm_us = wm_ms.saturating_mul(1000);
+        Ok(times
+            .iter()
+            .map(|t| Some(t.is_some_and(|t| t <= wm_us)))
+            .collect())
+    }
+
+    /// Final values of the aggregates for state rows with distinct keys.
+    fn finalize(&self, rows: &RecordBatch) -> std::result::Result<RecordBatch, OpFailure> {
+        let n = rows.num_rows();
+        let mut columns: Vec<ArrayRef> = rows.columns()[..self.n_keys].to_vec();
+        let ids: Vec<usize> = (0..n).collect();
+        let mut col = self.n_keys;
+        for a in &self.aggs {
+            let n_state = a.state_fields()?.len();
+            let mut acc = accumulator(a)?;
+            acc.merge_batch(&rows.columns()[col..col + n_state], &ids, n)?;
+            columns.push(acc.evaluate(EmitTo::All)?);
+            col += n_state;
+        }
+        // Casts keep declared types (e.g. nullability-only differences).
+        let columns = columns
+            .into_iter()
+            .zip(self.output_schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    arrow::compute::cast(&c, f.data_type())
+                }
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new_with_options(
+            self.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+}
+
+fn strip_alias(e: &Expr) -> &Expr {
+    match e {
+        Expr::Alias(a) => strip_alias(&a.expr),
+        e => e,
+    }
+}
+
+fn deepest_aggregate(plan: &Arc<dyn ExecutionPlan>) -> Option<&AggregateExec> {
+    for c in plan.children() {
+        if let Some(a) = deepest_aggregate(c) {
+            return Some(a);
+        }
+    }
+    plan.downcast_ref::<AggregateExec>()
+}
+
+fn accumulator(
+    a: &Arc<AggregateFunctionExpr>,
+) -> datafusion::error::Result<Box<dyn GroupsAccumulator>> {
+    if a.groups_accumulator_supported() {
+        a.create_groups_accumulator()
+    } else {
+        let a = a.clone();
+        Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+            a.create_accumulator()
+        })))
+    }
+}
+
+/// The number of distinct keys among `keys`' rows.
+fn distinct_keys(keys: &[ArrayRef]) -> std::result::Result<u64, OpFailure> {
+    let schema = Arc::new(Schema::new(
+        keys.iter()
+            .enumerate()
+            .map(|(i, a)| Field::new(format!("k{i}"), a.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let mut g = new_group_values(schema, &GroupOrdering::None)?;
+    let mut ids = Vec::new();
+    g.intern(keys, &mut ids)?;
+    Ok(g.len() as u64)
+}

@@ -1,0 +1,148 @@
+//! Event-time watermarks: what each `with_watermark` saw, and the global
+//! watermark the next batch uses.
+//!
+//! As in Spark, the watermark used by batch N is computed from the event
+//! times seen in batches before N: each `with_watermark(col, delay)`
+//! operator reports the maximum of `col` in its rows, its watermark is
+//! that maximum minus `delay`, and the global watermark combines the
+//! operators' watermarks by min (default) or max
+//! (`spark.sql.streaming.multipleWatermarkPolicy`). An operator that has not
+//! seen a row yet does not hold the watermark back. The watermark never
+//! moves backwards.
+
+use std::collections::BTreeMap;
+
+use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::datatypes::{DataType, TimeUnit};
+
+use crate::error::{Error, Result};
+
+/// The configuration key choosing how several watermarks combine.
+pub const MULTIPLE_WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+
+/// How the watermarks of several `with_watermark` operators combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WatermarkPolicy {
+    /// The slowest input decides (Spark's default): no input's rows are
+    /// judged late before that input has caught up.
+    #[default]
+    Min,
+    /// The fastest input decides: results come sooner, the slower inputs'
+    /// rows may be dropped as late.
+    Max,
+}
+
+impl WatermarkPolicy {
+    /// Reads the policy from a flow's configuration; an unknown value is an
+    /// error naming the key and the accepted values.
+    pub fn from_conf(flow: &str, conf: &BTreeMap<String, String>) -> Result<WatermarkPolicy> {
+        match conf
+            .get(MULTIPLE_WATERMARK_POLICY)
+            .map(|s| s.trim().to_ascii_lowercase())
+        {
+            None => Ok(WatermarkPolicy::Min),
+            Some(v) if v == "min" => Ok(WatermarkPolicy::Min),
+            Some(v) if v == "max" => Ok(WatermarkPolicy::Max),
+            Some(v) => Err(Error::runtime_with_help(
+                format!("flow `{flow}`: `{MULTIPLE_WATERMARK_POLICY}` is `{v}`"),
+                "set it to `min` (default) or `max`",
+            )),
+        }
+    }
+}
+
+/// The global watermark of one query.
+#[derive(Clone, Debug, Default)]
+pub struct WatermarkTracker {
+    policy: WatermarkPolicy,
+    /// Per `with_watermark` operator: max event time seen minus delay (ms).
+    operators: BTreeMap<usize, i64>,
+    current_ms: i64,
+}
+
+impl WatermarkTracker {
+    /// A tracker starting at `current_ms` (0, or the watermark recorded in
+    /// the checkpoint).
+    pub fn new(policy: WatermarkPolicy, current_ms: i64) -> Self {
+        WatermarkTracker {
+            policy,
+            operators: BTreeMap::new(),
+            current_ms,
+        }
+    }
+
+    /// The watermark now (ms since the epoch).
+    pub fn current_ms(&self) -> i64 {
+        self.current_ms
+    }
+
+    /// Records that operator `op` (with delay `delay_ms`) saw event times up
+    /// to `max_event_ms` in a batch.
+    pub fn observe(&mut self, op: usize, max_event_ms: i64, delay_ms: i64) {
+        let wm = max_event_ms.saturating_sub(delay_ms);
+        let e = self.operators.entry(op).or_insert(wm);
+        *e = (*e).max(wm);
+    }
+
+    /// Moves the watermark forward from what the operators reported (never
+    /// backwards); returns the new watermark.
+    pub fn advance(&mut self) -> i64 {
+        let combined = match self.policy {
+            WatermarkPolicy::Min => self.operators.values().copied().min(),
+            WatermarkPolicy::Max => self.operators.values().copied().max(),
+        };
+        if let Some(w) = combined {
+            self.current_ms = self.current_ms.max(w);
+        }
+        self.current_ms
+    }
+}
+
+/// A timestamp column as microseconds since the epoch (Spark's precision),
+/// or None when the column is not a timestamp.
+pub(crate) fn timestamp_micros(a: &ArrayRef) -> Option<Int64Array> {
+    let DataType::Timestamp(unit, _) = a.data_type() else {
+        return None;
+    };
+    let ints = arrow::compute::cast(a, &DataType::Int64).ok()?;
+    let ints = ints.as_any().downcast_ref::<Int64Array>()?.clone();
+    let scale = |f: &dyn Fn(i64) -> i64| -> Int64Array { ints.iter().map(|v| v.map(f)).collect() };
+    Some(match unit {
+        TimeUnit::Second => scale(&|v| v.saturating_mul(1_000_000)),
+        TimeUnit::Millisecond => scale(&|v| v.saturating_mul(1000)),
+        TimeUnit::Microsecond => ints,
+        TimeUnit::Nanosecond => scale(&|v| v.div_euclid(1000)),
+    })
+}
+
+/// The maximum of a timestamp column in milliseconds (floored), None when
+/// it is empty or all null.
+pub(crate) fn max_millis(a: &ArrayRef) -> Option<i64> {
+    let micros = timestamp_micros(a)?;
+    if micros.null_count() == micros.len() {
+        return None;
+    }
+    arrow::compute::max(&micros).map(|m| m.div_euclid(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_policy_waits_for_the_slowest_input_that_has_data() {
+        let mut t = WatermarkTracker::new(WatermarkPolicy::Min, 0);
+        assert_eq!(t.advance(), 0);
+        t.observe(0, 100_000, 10_000);
+        assert_eq!(t.advance(), 90_000);
+        t.observe(1, 50_000, 20_000);
+        assert_eq!(t.advance(), 90_000, "never backwards");
+        t.observe(0, 200_000, 10_000);
+        t.observe(1, 150_000, 20_000);
+        assert_eq!(t.advance(), 130_000);
+        let mut m = WatermarkTracker::new(WatermarkPolicy::Max, 0);
+        m.observe(0, 200_000, 10_000);
+        m.observe(1, 150_000, 20_000);
+        assert_eq!(m.advance(), 190_000);
+    }
+}

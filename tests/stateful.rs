@@ -1,0 +1,325 @@
+//! Stateful streaming against real Spark: each case under `tests/stateful/`
+//! holds input files (one per micro-batch) and what Spark 4.3's
+//! `foreachBatch` received in every batch (`expected.json`, made by
+//! `tests/stateful/make_fixtures.py`). The same query runs here with the
+//! file source (`maxFilesPerTrigger` 1, available-now) into a foreach-batch
+//! sink; every batch must hold exactly Spark's rows, and the watermark and
+//! the late rows dropped per batch must match Spark's progress.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use arrow::array::{Array, ArrayRef, AsArray, StructArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, TimestampMicrosecondType};
+use arrow::record_batch::RecordBatch;
+use chrono::DateTime;
+use pipelines as dp;
+use pipelines::engine::runtime::{run, RunOptions};
+use pipelines::formats::OutputMode;
+use pipelines::prelude::*;
+use serde_json::{json, Value};
+
+/// What the foreach-batch sink received: (batch id, rows).
+type Batches = Vec<(u64, Vec<RecordBatch>)>;
+
+const SCHEMA: &str = "ts TIMESTAMP, user STRING, service STRING, level STRING, value BIGINT";
+
+fn fixture(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/stateful")
+        .join(case)
+}
+
+/// Copies a case's input files into `dst`, with increasing modification
+/// times in name order (the file source reads files in that order).
+fn copy_inputs(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    let base = SystemTime::now() - Duration::from_secs(3600);
+    for (i, n) in names.iter().enumerate() {
+        let to = dst.join(n);
+        std::fs::copy(src.join(n), &to).unwrap();
+        let f = std::fs::File::options().write(true).open(&to).unwrap();
+        f.set_modified(base + Duration::from_secs(i as u64 * 10))
+            .unwrap();
+    }
+}
+
+fn ts_text(micros: i64) -> String {
+    let t = DateTime::from_timestamp_micros(micros).unwrap().naive_utc();
+    if micros % 1_000_000 == 0 {
+        t.format("%Y-%m-%d %H:%M:%S").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%M:%S%.f").to_string()
+    }
+}
+
+fn value(a: &ArrayRef, i: usize) -> Value {
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Utf8 => json!(a.as_string::<i32>().value(i)),
+        DataType::Int64 => json!(a.as_primitive::<Int64Type>().value(i)),
+        DataType::Float64 => json!(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            json!(ts_text(
+                a.as_primitive::<TimestampMicrosecondType>().value(i)
+            ))
+        }
+        DataType::Timestamp(..) => {
+            let c =
+                arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None)).unwrap();
+            value(&c, i)
+        }
+        DataType::Struct(fields) => {
+            let s = a.as_any().downcast_ref::<StructArray>().unwrap();
+            let mut m = serde_json::Map::new();
+            for (j, f) in fields.iter().enumerate() {
+                m.insert(f.name().clone(), value(s.column(j), i));
+            }
+            Value::Object(m)
+        }
+        other => panic!("unexpected type {other}"),
+    }
+}
+
+fn rows_json(batches: &[RecordBatch]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            let mut m = serde_json::Map::new();
+            for (j, f) in b.schema().fields().iter().enumerate() {
+                m.insert(f.name().clone(), value(b.column(j), i));
+            }
+            out.push(Value::Object(m));
+        }
+    }
+    out.sort_by_key(|v| v.to_string());
+    out
+}
+
+fn iso_ms(text: &str) -> i64 {
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .timestamp_millis()
+}
+
+/// Runs `build` as flow `case` in `mode` over the case's inputs and compares
+/// every batch with Spark's.
+fn check_case(
+    case: &str,
+    mode: OutputMode,
+    build: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
+) {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture(case).join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for sub in ["input", "input_left", "input_right"] {
+        if fixture(case).join(sub).exists() {
+            copy_inputs(&fixture(case).join(sub), &dir.join(sub));
+        }
+    }
+    let sink = format!("stateful_{case}");
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let s2 = seen.clone();
+    dp::engine::sinks::register_foreach_batch(&sink, move |batches: &[RecordBatch], id: u64| {
+        s2.lock().unwrap().push((id, batches.to_vec()));
+        Ok(())
+    });
+    let p = dp::Pipeline::new()
+        .append_flow(case, &sink, build)
+        .create_sink(&sink, "foreach_batch", Vec::<(String, String)>::new());
+    let spec = dp::spec::parse_str(
+        "name: stateful\nstorage: ./storage\n",
+        &dir.join("pipeline.yml"),
+    )
+    .unwrap();
+    let mut graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    for f in graph.flows.values_mut() {
+        f.output_mode = mode;
+    }
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+
+    // Rows per batch.
+    let got: Vec<(u64, Vec<Value>)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, b)| (*id, rows_json(b)))
+        .collect();
+    let want: Vec<(u64, Vec<Value>)> = expected["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let mut rows = b["rows"].as_array().unwrap().clone();
+            rows.sort_by_key(|v| v.to_string());
+            (b["batch_id"].as_u64().unwrap(), rows)
+        })
+        .collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w, "{case}: batch {} differs from Spark", w.0);
+    }
+    assert_eq!(got.len(), want.len(), "{case}: number of batches: {got:?}");
+
+    // Watermark and late rows per batch, from the event log.
+    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let progress: BTreeMap<u64, Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["flow"] == case && v.get("batchId").is_some())
+        .map(|v| (v["batchId"].as_u64().unwrap(), v))
+        .collect();
+    for b in expected["batches"].as_array().unwrap() {
+        let id = b["batch_id"].as_u64().unwrap();
+        let p = &progress[&id];
+        let sp = &b["progress"];
+        if let Some(wm) = sp["watermark"].as_str() {
+            assert_eq!(
+                p["watermarkMs"].as_i64(),
+                Some(iso_ms(wm)),
+                "{case}: watermark of batch {id}"
+            );
+        }
+        let want_dropped: u64 = sp["stateOperators"]
+            .as_array()
+            .map(|ops| {
+                ops.iter()
+                    .map(|o| o["numRowsDroppedByWatermark"].as_u64().unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0);
+        let got_dropped: u64 = p["stateOperators"]
+            .as_array()
+            .map(|ops| {
+                ops.iter()
+                    .map(|o| o["numRowsDroppedByWatermark"].as_u64().unwrap())
+                    .sum()
+            })
+            .unwrap_or(0);
+        assert_eq!(
+            got_dropped, want_dropped,
+            "{case}: late rows dropped in batch {id}"
+        );
+        let want_total: Option<u64> = sp["stateOperators"].as_array().map(|ops| {
+            ops.iter()
+                .map(|o| o["numRowsTotal"].as_u64().unwrap_or(0))
+                .sum()
+        });
+        let got_total: Option<u64> = p["stateOperators"].as_array().map(|ops| {
+            ops.iter()
+                .map(|o| o["numRowsTotal"].as_u64().unwrap())
+                .sum()
+        });
+        if !case.starts_with("join") {
+            assert_eq!(got_total, want_total, "{case}: state rows after batch {id}");
+        }
+    }
+}
+
+fn events(s: &Session) -> dp::Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema(SCHEMA)
+        .option("maxFilesPerTrigger", "1")
+        .load("input")
+}
+
+#[test]
+fn tumbling_window_count_in_append_mode() {
+    check_case("tumbling_append", OutputMode::Append, |s| {
+        events(s)?
+            .with_watermark("ts", "15 minutes")?
+            .group_by([tumbling_window(col("ts"), "10 minutes")])
+            .count()
+    });
+}
+
+#[test]
+fn tumbling_window_count_in_update_mode() {
+    check_case("tumbling_update", OutputMode::Update, |s| {
+        events(s)?
+            .with_watermark("ts", "15 minutes")?
+            .group_by([tumbling_window(col("ts"), "10 minutes")])
+            .count()
+    });
+}
+
+#[test]
+fn count_per_key_in_complete_mode() {
+    check_case("complete_count", OutputMode::Complete, |s| {
+        events(s)?.group_by(["service"]).count()
+    });
+}
+
+#[test]
+fn error_monitor_sliding_windows_in_append_mode() {
+    check_case("error_monitor", OutputMode::Append, |s| {
+        events(s)?
+            .filter("level = 'ERROR'")?
+            .with_watermark("ts", "10 minutes")?
+            .group_by([window(col("ts"), "5 minutes", "1 minute"), col("service")])
+            .count()
+    });
+}
+
+#[test]
+fn running_count_without_watermark_in_update_mode() {
+    check_case("running_count_update", OutputMode::Update, |s| {
+        events(s)?
+            .group_by(["user"])
+            .agg(["count(*) AS n", "sum(value) AS total"])
+    });
+}
+
+#[test]
+fn several_aggregates_per_window_in_update_mode() {
+    check_case("aggs_update", OutputMode::Update, |s| {
+        events(s)?
+            .with_watermark("ts", "10 minutes")?
+            .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
+            .agg([
+                "count(*) AS n",
+                "sum(value) AS sum",
+                "min(value) AS min",
+                "max(value) AS max",
+                "avg(value) AS avg",
+            ])
+    });
+}
+
+#[test]
+fn drop_duplicates_with_watermark() {
+    check_case("dedup", OutputMode::Append, |s| {
+        events(s)?
+            .with_watermark("ts", "10 minutes")?
+            .drop_duplicates(Some(&["user", "ts"]))
+    });
+}
+
+#[test]
+fn drop_duplicates_within_watermark() {
+    check_case("dedup_within_watermark", OutputMode::Append, |s| {
+        events(s)?
+            .with_watermark("ts", "10 minutes")?
+            .drop_duplicates_within_watermark(["user"])
+    });
+}
+
+#[test]
+fn drop_duplicates_without_watermark() {
+    check_case("dedup_no_watermark", OutputMode::Append, |s| {
+        events(s)?.drop_duplicates(Some(&["user"]))
+    });
+}
