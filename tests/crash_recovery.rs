@@ -5,8 +5,12 @@
 //! `PIPELINES_FAULT`) after the offsets write, after the sink's data files
 //! are written but before its manifest entry, and after the sink write but
 //! before the commit; restarts it; and checks the table holds every input
-//! row exactly once. It also checks that a changed query on an old
-//! checkpoint is refused with the diff and the full-refresh hint.
+//! row exactly once. A second, stateful flow (a windowed count with a
+//! watermark, in append mode) is killed the same ways, also between its
+//! state write and its commit; after the restart its table holds exactly
+//! the windows Spark emits for the same input (tests/stateful/tumbling_append),
+//! each once. It also checks that a changed query on an old checkpoint is
+//! refused with the diff and the full-refresh hint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,16 +38,117 @@ fn copy_events(s: &Session) -> Result<DataFrame> {
         .select_expr(["id", "upper(name) AS name"])
 }
 
+/// A windowed count with a watermark: stateful, append mode.
+#[dp::append_flow(target = "counts")]
+fn window_counts(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("ts TIMESTAMP, user STRING, service STRING, level STRING, value BIGINT")
+        .option("maxFilesPerTrigger", "1")
+        .load("events")?
+        .with_watermark("ts", "15 minutes")?
+        .group_by([tumbling_window(col("ts"), "10 minutes")])
+        .count()
+}
+
 fn child_main() -> std::process::ExitCode {
+    let parquet = || dp::TableOptions {
+        format: Some("parquet".into()),
+        ..Default::default()
+    };
     dp::Pipeline::from_registry()
-        .create_streaming_table(
-            "copied",
-            dp::TableOptions {
-                format: Some("parquet".into()),
-                ..Default::default()
-            },
-        )
+        .create_streaming_table("copied", parquet())
+        .create_streaming_table("counts", parquet())
         .main()
+}
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stateful/tumbling_append")
+}
+
+/// Copies the stateful fixture's input files, in order of modification time.
+fn write_events(dir: &Path) {
+    let src = fixture_dir().join("input");
+    let dst = dir.join("events");
+    std::fs::create_dir_all(&dst).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    let base = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for (i, n) in names.iter().enumerate() {
+        std::fs::copy(src.join(n), dst.join(n)).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dst.join(n))
+            .unwrap();
+        f.set_modified(base + std::time::Duration::from_secs(i as u64 * 10))
+            .unwrap();
+    }
+}
+
+/// The windows Spark emitted for the fixture, as `start|end|count`.
+fn expected_windows() -> Vec<String> {
+    let text = std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut out = Vec::new();
+    for b in v["batches"].as_array().unwrap() {
+        for r in b["rows"].as_array().unwrap() {
+            out.push(format!(
+                "{}|{}|{}",
+                r["window"]["start"].as_str().unwrap(),
+                r["window"]["end"].as_str().unwrap(),
+                r["count"]
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The committed rows of the `counts` table, as `start|end|count`.
+fn table_windows(dir: &Path) -> Vec<String> {
+    use arrow::array::{AsArray, StructArray};
+    use arrow::datatypes::TimestampMicrosecondType;
+    let table = dir.join("storage/tables/counts");
+    let files = pipelines::engine::sinks::committed_files(&table)
+        .unwrap()
+        .unwrap_or_default();
+    let fmt = |us: i64| {
+        chrono::DateTime::from_timestamp_micros(us)
+            .unwrap()
+            .naive_utc()
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for f in files {
+        let file = std::fs::File::open(&f.path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let w = batch.column_by_name("window").unwrap();
+            let w = w.as_any().downcast_ref::<StructArray>().unwrap();
+            let start = w.column(0).as_primitive::<TimestampMicrosecondType>();
+            let end = w.column(1).as_primitive::<TimestampMicrosecondType>();
+            let n = batch.column_by_name("count").unwrap();
+            let n = n.as_any().downcast_ref::<Int64Array>().unwrap();
+            for i in 0..batch.num_rows() {
+                out.push(format!(
+                    "{}|{}|{}",
+                    fmt(start.value(i)),
+                    fmt(end.value(i)),
+                    n.value(i)
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn write_inputs(dir: &Path) {
@@ -64,6 +169,7 @@ fn write_inputs(dir: &Path) {
         "name: crash\nstorage: ./storage\n",
     )
     .unwrap();
+    write_events(dir);
 }
 
 fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: &[&str]) -> Output {
@@ -127,21 +233,24 @@ fn crash_then_recover(point: &str) -> bool {
     let killed = !crashed.status.success();
     let recovered = run_child(&dir, None, &[], &["run"]);
     let ids = table_ids(&dir);
+    let windows = table_windows(&dir);
     let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
     check(
-        &format!("crash at {point}, restart: every row exactly once"),
+        &format!("crash at {point}, restart: every row exactly once, every window once"),
         killed
             && recovered.status.success()
             && ids == expected_ids()
+            && windows == expected_windows()
             && stdout.contains("replayed"),
         || {
             format!(
-                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}",
+                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}\nwindows: {windows:?}\nexpected windows: {:?}",
                 crashed.status,
                 String::from_utf8_lossy(&crashed.stderr),
                 recovered.status,
                 stdout,
-                String::from_utf8_lossy(&recovered.stderr)
+                String::from_utf8_lossy(&recovered.stderr),
+                expected_windows()
             )
         },
     )
@@ -230,6 +339,10 @@ fn main() -> std::process::ExitCode {
         "sink_files_written:3",
         "before_commit:4",
         "before_commit:0",
+        "window_counts/after_offsets:2",
+        "window_counts/sink_files_written:3",
+        "window_counts/before_commit:3",
+        "window_counts/before_commit:5",
     ] {
         ok &= crash_then_recover(point);
     }
