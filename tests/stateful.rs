@@ -323,3 +323,40 @@ fn drop_duplicates_without_watermark() {
         events(s)?.drop_duplicates(Some(&["user"]))
     });
 }
+
+fn impressions_and_clicks(s: &Session) -> dp::Result<(DataFrame, DataFrame)> {
+    let impressions = s
+        .read_stream()
+        .format("json")
+        .schema("imp_ts TIMESTAMP, imp_ad STRING")
+        .option("maxFilesPerTrigger", "1")
+        .load("input_left")?
+        .with_watermark("imp_ts", "10 minutes")?;
+    let clicks = s
+        .read_stream()
+        .format("json")
+        .schema("click_ts TIMESTAMP, click_ad STRING")
+        .option("maxFilesPerTrigger", "1")
+        .load("input_right")?
+        .with_watermark("click_ts", "20 minutes")?;
+    Ok((impressions, clicks))
+}
+
+const CLICK_CONDITION: &str =
+    "click_ad = imp_ad AND click_ts >= imp_ts AND click_ts <= imp_ts + interval 5 minutes";
+
+#[test]
+fn stream_stream_inner_join_with_a_time_range() {
+    check_case("join_inner", OutputMode::Append, |s| {
+        let (impressions, clicks) = impressions_and_clicks(s)?;
+        impressions.join(&clicks, CLICK_CONDITION, JoinType::Inner)
+    });
+}
+
+#[test]
+fn stream_stream_left_outer_join_emits_unmatched_rows_when_evicted() {
+    check_case("join_left_outer", OutputMode::Append, |s| {
+        let (impressions, clicks) = impressions_and_clicks(s)?;
+        impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
+    });
+}

@@ -60,6 +60,7 @@
 
 mod aggregate;
 mod dedup;
+mod join;
 mod leaf;
 pub mod watermark;
 
@@ -87,6 +88,7 @@ use serde::Serialize;
 
 use self::aggregate::{find_aggregate, AggregateOp};
 use self::dedup::DedupOp;
+use self::join::JoinOp;
 use self::leaf::{PartitionedRows, SlotExec, SlotTable};
 use crate::error::{Error, PlanError, Result};
 use crate::formats::OutputMode;
@@ -222,7 +224,8 @@ enum StageInput {
 struct OpNode {
     id: usize,
     op: Op,
-    child: Stage,
+    /// The operator's inputs: one stage, two for a join.
+    children: Vec<Stage>,
 }
 
 enum Op {
@@ -234,6 +237,7 @@ enum Op {
     },
     Aggregate(Box<AggregateOp>),
     Dedup(Box<DedupOp>),
+    Join(Box<JoinOp>),
 }
 
 /// A flow's plan compiled for repeated execution over micro-batches.
@@ -342,6 +346,7 @@ impl CompiledPlan {
         visit_ops(&self.root, &mut |n| match &n.op {
             Op::Aggregate(a) => out.push((n.id, a.describe())),
             Op::Dedup(d) => out.push((n.id, d.describe())),
+            Op::Join(j) => out.push((n.id, j.describe())),
             Op::Watermark { .. } => {}
         });
         out.sort();
@@ -357,7 +362,7 @@ impl CompiledPlan {
         let mut any = false;
         visit_ops(&self.root, &mut |n| match &n.op {
             Op::Aggregate(_) => any |= mode != OutputMode::Complete,
-            Op::Dedup(_) => any = true,
+            Op::Dedup(_) | Op::Join(_) => any = true,
             Op::Watermark { .. } => {}
         });
         any && !self.watermarks.is_empty()
@@ -375,6 +380,7 @@ impl CompiledPlan {
             result = match &mut n.op {
                 Op::Aggregate(a) => a.restore(&d, version),
                 Op::Dedup(o) => o.restore(&d, version),
+                Op::Join(j) => j.restore(&d, version),
                 Op::Watermark { .. } => Ok(()),
             };
         });
@@ -391,6 +397,7 @@ impl CompiledPlan {
             result = match &mut n.op {
                 Op::Aggregate(a) => a.commit(version),
                 Op::Dedup(o) => o.commit(version),
+                Op::Join(j) => j.commit(version),
                 Op::Watermark { .. } => Ok(()),
             };
         });
@@ -480,6 +487,7 @@ impl CompiledPlan {
         visit_ops(&self.root, &mut |n| match &n.op {
             Op::Aggregate(a) => progress.push((n.id, a.progress())),
             Op::Dedup(d) => progress.push((n.id, d.progress())),
+            Op::Join(j) => progress.push((n.id, j.progress())),
             Op::Watermark { .. } => {}
         });
         progress.sort_by_key(|(id, _)| *id);
@@ -533,7 +541,12 @@ async fn run_op(
     env: &Env<'_>,
     out: &mut BatchOutput,
 ) -> Result<Vec<RecordBatch>> {
-    let rows = run_stage(&mut node.child, env, out).await?;
+    let mut inputs = Vec::with_capacity(node.children.len());
+    for child in node.children.iter_mut() {
+        inputs.push(run_stage(child, env, out).await?);
+    }
+    let mut inputs = inputs.into_iter();
+    let rows = inputs.next().unwrap_or_default();
     match &mut node.op {
         Op::Watermark { column, delay_ms } => {
             let mut max: Option<i64> = None;
@@ -549,6 +562,10 @@ async fn run_op(
         }
         Op::Aggregate(a) => a.process(rows, env.ctx, env.task_ctx).await,
         Op::Dedup(d) => d.process(rows, env.ctx),
+        Op::Join(j) => {
+            let right = inputs.next().unwrap_or_default();
+            j.process(rows, right, env.ctx, env.task_ctx).await
+        }
     }
 }
 
@@ -569,7 +586,9 @@ pub(crate) async fn run_partitioned(
 fn visit_ops(stage: &Stage, f: &mut dyn FnMut(&OpNode)) {
     for i in &stage.inputs {
         if let StageInput::Op(n) = i {
-            visit_ops(&n.child, f);
+            for c in &n.children {
+                visit_ops(c, f);
+            }
             f(n);
         }
     }
@@ -578,7 +597,9 @@ fn visit_ops(stage: &Stage, f: &mut dyn FnMut(&OpNode)) {
 fn visit_ops_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut OpNode)) {
     for i in &mut stage.inputs {
         if let StageInput::Op(n) = i {
-            visit_ops_mut(&mut n.child, f);
+            for c in &mut n.children {
+                visit_ops_mut(c, f);
+            }
             f(n);
         }
     }
@@ -838,7 +859,7 @@ impl Builder<'_> {
                         column: col_index,
                         delay_ms,
                     },
-                    child,
+                    vec![child],
                     r.schema.clone(),
                 );
             }
@@ -854,7 +875,7 @@ impl Builder<'_> {
                     AggregateOp::new(self.flow, agg, &child_schema, self.partitions, self.ctx)?;
                 let out_schema = op.output_schema();
                 let child = self.sub_stage(&r.children[0])?;
-                let scan = self.op_slot(Op::Aggregate(Box::new(op)), child, out_schema)?;
+                let scan = self.op_slot(Op::Aggregate(Box::new(op)), vec![child], out_schema)?;
                 // Expressions over the aggregates are computed above the operator.
                 return match &r.plan {
                     LogicalPlan::Projection(p) => {
@@ -880,7 +901,29 @@ impl Builder<'_> {
                     *within_watermark,
                 )?;
                 let child = self.sub_stage(&r.children[0])?;
-                return self.op_slot(Op::Dedup(Box::new(op)), child, r.schema.clone());
+                return self.op_slot(Op::Dedup(Box::new(op)), vec![child], r.schema.clone());
+            }
+            PlanNode::Join {
+                left,
+                right,
+                join_type,
+                using,
+                on,
+            } if left.is_streaming() && right.is_streaming() => {
+                let condition = if on.is_some() { r.exprs.first() } else { None };
+                let op = JoinOp::new(
+                    self.flow,
+                    *join_type,
+                    &r.children[0].schema,
+                    &r.children[1].schema,
+                    condition,
+                    using,
+                    &r.schema,
+                    self.ctx,
+                )?;
+                let l = self.sub_stage(&r.children[0])?;
+                let rr = self.sub_stage(&r.children[1])?;
+                return self.op_slot(Op::Join(Box::new(op)), vec![l, rr], r.schema.clone());
             }
             _ => {}
         }
@@ -935,13 +978,13 @@ impl Builder<'_> {
     }
 
     /// A scan of a stateful operator's output in the current stage.
-    fn op_slot(&mut self, op: Op, child: Stage, schema: SchemaRef) -> Result<LogicalPlan> {
+    fn op_slot(&mut self, op: Op, children: Vec<Stage>, schema: SchemaRef) -> Result<LogicalPlan> {
         let id = self.next_op;
         self.next_op += 1;
         let slot = self.stage.inputs.len();
         self.stage
             .inputs
-            .push(StageInput::Op(Box::new(OpNode { id, op, child })));
+            .push(StageInput::Op(Box::new(OpNode { id, op, children })));
         self.slot_scan(slot, schema, &format!("op{id}"))
     }
 
@@ -1134,11 +1177,14 @@ fn check_streaming_ops(flow: &str, df: &DataFrame) -> Result<()> {
             join_type,
             ..
         } => match (left.is_streaming(), right.is_streaming()) {
-            (true, true) => Err(not_yet(
-                flow,
-                format!("a stream-stream join ({join_type} join of two streams)"),
-                "read one side as a static table (read / read_table) for a stream-static join",
-            )),
+            (true, true) => match join_type {
+                JoinType::LeftAnti => Err(PlanError::with_help(
+                    format!("flow `{flow}`: a left_anti join of two streams cannot run: a left row can only be emitted once no right row can ever match it"),
+                    "join the right side as a static table (read / read_table), or use a left_outer join and keep the rows whose right columns are null",
+                )
+                .into()),
+                _ => Ok(()),
+            },
             (true, false) => match join_type {
                 JoinType::Inner | JoinType::LeftOuter | JoinType::LeftSemi | JoinType::LeftAnti => {
                     Ok(())
