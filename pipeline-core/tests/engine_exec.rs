@@ -686,18 +686,46 @@ fn streaming_drop_duplicates_emits_first_rows_only() {
 }
 
 #[test]
-fn stream_stream_join_is_not_supported_yet() {
+fn stream_stream_join_matches_rows_across_batches() {
     let a = stream("a", "id BIGINT, x STRING");
     let b = stream("b", "id BIGINT, y STRING");
     let df = a.join_using(&b, ["id"], JoinType::Inner).unwrap();
-    let e = compile_err(&df);
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, leaf: usize, ids: &[i64], v: &[&str]| {
+        RecordBatch::try_new(
+            plan.leaves()[leaf].schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(v.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let inputs = vec![
+        vec![mk(&plan, 0, &[1], &["x1"])],
+        vec![mk(&plan, 1, &[2], &["y2"])],
+    ];
+    let out = run_batch(&mut plan, inputs, &BatchContext::default());
+    assert!(out.rows.is_empty());
+    // Each new row meets the other side's earlier rows, and the new rows of
+    // both sides meet each other once.
+    let inputs = vec![
+        vec![mk(&plan, 0, &[2, 3], &["x2", "x3"])],
+        vec![mk(&plan, 1, &[1, 3], &["y1", "y3"])],
+    ];
+    let out = run_batch(&mut plan, inputs, &BatchContext::default());
+    assert_eq!(sorted(rows(&out.rows)), ["1|x1|y1", "2|x2|y2", "3|x3|y3"]);
+    assert_eq!(out.state_operators[0].num_rows_total, 6);
+    let df = stream("a", "id BIGINT, x STRING")
+        .join_using(
+            &stream("b", "id BIGINT, y STRING"),
+            ["id"],
+            JoinType::LeftAnti,
+        )
+        .unwrap();
     assert_eq!(
-        e.message,
-        "flow `f`: a stream-stream join (inner join of two streams) is not supported by this build yet"
-    );
-    assert_eq!(
-        e.help.as_deref(),
-        Some("read one side as a static table (read / read_table) for a stream-static join")
+        compile_err(&df).message,
+        "flow `f`: a left_anti join of two streams cannot run: a left row can only be emitted once no right row can ever match it"
     );
 }
 
