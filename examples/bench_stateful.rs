@@ -101,9 +101,12 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
     while start < keys {
         let end = (start + chunk).min(keys);
         // Keys in a scrambled order, each once.
-        let ids = (start..end).map(|i| ((i as u64).wrapping_mul(2_654_435_761) % keys as u64) as i64);
+        let ids =
+            (start..end).map(|i| ((i as u64).wrapping_mul(2_654_435_761) % keys as u64) as i64);
         let col: Arc<dyn arrow::array::Array> = if strings {
-            Arc::new(StringArray::from_iter_values(ids.map(|i| format!("user-{i:08}"))))
+            Arc::new(StringArray::from_iter_values(
+                ids.map(|i| format!("user-{i:08}")),
+            ))
         } else {
             Arc::new(Int64Array::from_iter_values(ids))
         };
@@ -175,7 +178,13 @@ fn main() -> Result<()> {
     report("JSON, one batch", &json, "json", None, 1.2e6)?;
     report("JSON, one file per batch", &json, "json", Some(1), 1.2e6)?;
     report("Parquet, one batch", &parquet, "parquet", None, 3.3e6)?;
-    report("Parquet, one file per batch", &parquet, "parquet", Some(1), 3.3e6)?;
+    report(
+        "Parquet, one file per batch",
+        &parquet,
+        "parquet",
+        Some(1),
+        3.3e6,
+    )?;
 
     for strings in [false, true] {
         let (secs, rows, bytes) = count_state(keys, strings)?;

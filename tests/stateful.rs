@@ -360,3 +360,78 @@ fn stream_stream_left_outer_join_emits_unmatched_rows_when_evicted() {
         impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
     });
 }
+
+/// `pipelines.lateRowsTo`: the rows Spark drops silently (tumbling_append
+/// counts one late group in each of batches 2, 3 and 4) reach a sink.
+#[test]
+fn late_rows_go_to_the_named_sink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    copy_inputs(
+        &fixture("tumbling_append").join("input"),
+        &dir.join("input"),
+    );
+    let late: Arc<Mutex<Batches>> = Arc::default();
+    let l2 = late.clone();
+    dp::engine::sinks::register_foreach_batch("late_events", move |b: &[RecordBatch], id: u64| {
+        l2.lock().unwrap().push((id, b.to_vec()));
+        Ok(())
+    });
+    let mut flow = dp::FlowDef::append(
+        "windowed",
+        "windowed_out",
+        dp::Query::new(|s| {
+            events(s)?
+                .with_watermark("ts", "15 minutes")?
+                .group_by([tumbling_window(col("ts"), "10 minutes")])
+                .count()
+        }),
+    );
+    flow.conf
+        .insert("pipelines.lateRowsTo".into(), "late_events".into());
+    let p = dp::Pipeline::new()
+        .flow(flow)
+        .create_sink("windowed_out", "memory", [("queryName", "late_test_out")])
+        .create_sink(
+            "late_events",
+            "foreach_batch",
+            Vec::<(String, String)>::new(),
+        );
+    let spec = dp::spec::parse_str(
+        "name: late\nstorage: ./storage\n",
+        &dir.join("pipeline.yml"),
+    )
+    .unwrap();
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    let got: Vec<(u64, Vec<String>)> = late
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, b)| {
+            let rows = rows_json(b)
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {}",
+                        r["ts"].as_str().unwrap(),
+                        r["user"].as_str().unwrap_or("null")
+                    )
+                })
+                .collect();
+            (*id, rows)
+        })
+        .collect();
+    let ts: Vec<(u64, Vec<&str>)> = got
+        .iter()
+        .map(|(id, rows)| (*id, rows.iter().map(|r| &r[..19]).collect()))
+        .collect();
+    assert_eq!(
+        ts,
+        vec![
+            (2, vec!["2024-05-01 09:41:00"]),
+            (3, vec!["2024-05-01 10:04:00"]),
+            (4, vec!["2024-05-01 10:15:00"])
+        ]
+    );
+}

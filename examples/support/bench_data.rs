@@ -113,7 +113,6 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
     Ok(())
 }
 
-
 /// Generates (once) `events` events in `files` files under `data`:
 /// `data/json` and `data/parquet`.
 pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {

@@ -359,6 +359,8 @@ struct StreamingQuery {
     last_batch_watermark_ms: i64,
     /// The output mode of the flow.
     mode: OutputMode,
+    /// Where rows dropped as late go (`pipelines.lateRowsTo`).
+    late_sink: Option<Box<dyn Sink>>,
     last_batch_start: Option<Instant>,
     summary: FlowSummary,
     once_done: bool,
@@ -522,6 +524,7 @@ impl StreamingQuery {
         let foreach = crate::engine::sinks::foreach_batch_fn(&target.def.name);
         let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
         let sink_description = sink.describe();
+        let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
 
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
@@ -540,6 +543,7 @@ impl StreamingQuery {
             tracker: WatermarkTracker::new(policy, 0),
             last_batch_watermark_ms: 0,
             mode: flow.output_mode,
+            late_sink,
             last_batch_start: None,
             summary: FlowSummary {
                 flow: name.clone(),
@@ -746,6 +750,7 @@ impl StreamingQuery {
             output_mode: self.mode,
             watermark_for_late_ms: has_watermark.then_some(self.last_batch_watermark_ms),
             watermark_for_eviction_ms: has_watermark.then_some(batch_watermark_ms),
+            capture_late_rows: self.late_sink.is_some(),
         };
         let result = self.compiled.execute_batch(inputs, &ctx).await?;
         for (op, max, delay) in &result.event_times {
@@ -759,6 +764,11 @@ impl StreamingQuery {
 
         // Sink.
         let write = self.sink.add_batch(n, output, self.mode)?;
+        if let Some(late) = self.late_sink.as_mut() {
+            if !result.late_rows.is_empty() {
+                late.add_batch(n, result.late_rows.clone(), OutputMode::Append)?;
+            }
+        }
         let sink_done = Instant::now();
         durations.add_batch = ms(sink_done - exec_done);
         self.compiled.commit_state(n)?;
@@ -864,6 +874,43 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(left.min(Duration::from_millis(50))).await;
     }
+}
+
+/// The flow option naming the sink or table that receives the rows
+/// stateful operators drop as late.
+pub const LATE_ROWS_TO: &str = "pipelines.lateRowsTo";
+
+/// Opens the sink of `pipelines.lateRowsTo`, when the flow sets it.
+fn open_late_sink(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    compiled: &CompiledPlan,
+    opts: &RunOptions,
+    query_id: &str,
+) -> Result<Option<Box<dyn Sink>>> {
+    let name = &flow.def.name;
+    let Some(target) = flow
+        .options
+        .get(LATE_ROWS_TO)
+        .or_else(|| flow.def.conf.get(LATE_ROWS_TO))
+    else {
+        return Ok(None);
+    };
+    let Some(dataset) = graph.datasets.get(target) else {
+        return Err(Error::runtime_with_help(
+            format!("flow `{name}`: `{LATE_ROWS_TO}` names `{target}`, which is not declared"),
+            format!("declare a sink for the late rows, e.g. create_sink(\"{target}\", \"parquet\", [(\"path\", \"late/{target}\")])"),
+        ));
+    };
+    if compiled.late_rows_schema().is_none() {
+        return Err(Error::runtime_with_help(
+            format!("flow `{name}`: `{LATE_ROWS_TO}` needs a query with one aggregation or deduplication after a watermark; this query has none, several, or a stream-stream join"),
+            format!("remove `{LATE_ROWS_TO}` from flow `{name}`"),
+        ));
+    }
+    let ctx = sink_context(graph, flow, dataset, opts, query_id)?;
+    let foreach = crate::engine::sinks::foreach_batch_fn(&dataset.def.name);
+    Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
 }
 
 /// The sink a flow writes to: a declared sink, or the storage of a table.

@@ -58,15 +58,18 @@ struct WindowKey {
 /// Which grouping key carries event time (for late rows and eviction).
 #[derive(Clone, Copy, Debug)]
 enum EventKey {
-    /// A window struct key: its `end` decides.
-    Window(usize),
-    /// The watermarked timestamp column itself.
-    Column(usize),
+    /// A window struct key (its position, and its window in `windows`):
+    /// its `end` decides.
+    Window(usize, usize),
+    /// The watermarked timestamp column itself (its position among the
+    /// keys, and its index in the input).
+    Column(usize, usize),
 }
 
 /// A streaming aggregation with its state.
 pub(crate) struct AggregateOp {
     flow: String,
+    input_schema: SchemaRef,
     description: String,
     windows: Vec<WindowKey>,
     prepared_schema: SchemaRef,
@@ -141,7 +144,7 @@ impl AggregateOp {
                 })?;
                 if time_field.metadata().contains_key(WATERMARK_METADATA_KEY) && event_key.is_none()
                 {
-                    event_key = Some(EventKey::Window(pos));
+                    event_key = Some(EventKey::Window(pos, windows.len()));
                 }
                 let col_name = format!("__window{}", windows.len());
                 prepared.push(Field::new(&col_name, struct_type.clone(), true));
@@ -155,12 +158,13 @@ impl AggregateOp {
                 keys.push(Expr::Column(Column::new(Some("input"), col_name)).alias(name));
             } else {
                 if let Expr::Column(c) = strip_alias(e) {
-                    if let Ok(f) = child_schema.field_with_name(&c.name) {
+                    if let Ok(i) = child_schema.index_of(&c.name) {
+                        let f = child_schema.field(i);
                         if f.metadata().contains_key(WATERMARK_METADATA_KEY)
                             && matches!(f.data_type(), DataType::Timestamp(..))
                             && event_key.is_none()
                         {
-                            event_key = Some(EventKey::Column(pos));
+                            event_key = Some(EventKey::Column(pos, i));
                         }
                     }
                 }
@@ -241,6 +245,7 @@ impl AggregateOp {
         );
         Ok(AggregateOp {
             flow: flow.to_string(),
+            input_schema: child_schema.clone(),
             description,
             windows,
             prepared_schema,
@@ -265,6 +270,11 @@ impl AggregateOp {
             self.description,
             crate::plan::ddl::schema_to_ddl(&self.state_schema)
         )
+    }
+
+    /// The rows the operator receives.
+    pub(crate) fn input_schema(&self) -> SchemaRef {
+        self.input_schema.clone()
     }
 
     /// The rows the operator emits.
@@ -308,15 +318,30 @@ impl AggregateOp {
     }
 
     /// Runs one batch: `input` are the rows reaching the aggregation.
+    /// Returns the rows to emit, and (when the batch asks for them) the
+    /// input rows that fell into at least one group dropped as late.
     pub(crate) async fn process(
         &mut self,
         input: Vec<RecordBatch>,
         ctx: &BatchContext,
         task_ctx: &Arc<TaskContext>,
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
         let fail = |e: &dyn std::fmt::Display| {
             Error::runtime(format!("flow `{}`: aggregation failed: {e}", self.flow))
         };
+        let mut late_rows = Vec::new();
+        if ctx.capture_late_rows && ctx.output_mode != OutputMode::Complete {
+            if let (Some(k), Some(wm)) = (self.event_key, ctx.watermark_for_late_ms) {
+                for b in &input {
+                    let mask = self.late_input_rows(b, k, wm).map_err(|e| fail(&e))?;
+                    if mask.true_count() > 0 {
+                        let rows = filter_record_batch(b, &mask).map_err(|e| fail(&e))?;
+                        let schema = super::strip_metadata(&self.input_schema);
+                        late_rows.push(super::with_schema(&rows, &schema).map_err(|e| fail(&e))?);
+                    }
+                }
+            }
+        }
         // 1. Window keys, then the partial aggregation of this batch.
         let mut prepared = Vec::with_capacity(input.len());
         for b in input {
@@ -421,11 +446,51 @@ impl AggregateOp {
             memory_used_bytes: self.state.get_array_memory_size() as u64,
         };
         self.pending = Some((upserts, removed));
-        Ok(if output.num_rows() == 0 {
+        let output = if output.num_rows() == 0 {
             Vec::new()
         } else {
             vec![output]
-        })
+        };
+        Ok((output, late_rows))
+    }
+
+    /// Input rows with at least one window (or event time) at or behind `wm_ms`.
+    fn late_input_rows(
+        &self,
+        rows: &RecordBatch,
+        key: EventKey,
+        wm_ms: i64,
+    ) -> std::result::Result<BooleanArray, OpFailure> {
+        let wm_us = wm_ms.saturating_mul(1000);
+        match key {
+            EventKey::Column(_, i) => {
+                let t = timestamp_micros(rows.column(i))
+                    .ok_or_else(|| OpFailure("the event-time key is not a timestamp".into()))?;
+                Ok(t.iter()
+                    .map(|v| Some(v.is_some_and(|v| v <= wm_us)))
+                    .collect())
+            }
+            EventKey::Window(_, w) => {
+                let w = &self.windows[w];
+                let t = timestamp_micros(rows.column(w.time_index)).ok_or_else(|| {
+                    OpFailure("the window's time column is not a timestamp".into())
+                })?;
+                let slide = w.slide_us.max(1);
+                Ok(t.iter()
+                    .map(|v| {
+                        Some(v.is_some_and(|t| {
+                            // The earliest window holding t ends first.
+                            let last_start = t - (t - w.start_us).rem_euclid(slide);
+                            let mut s = last_start;
+                            while s - slide + w.size_us > t {
+                                s -= slide;
+                            }
+                            s + w.size_us <= wm_us
+                        }))
+                    })
+                    .collect())
+            }
+        }
     }
 
     /// Adds the window columns (one row per window it falls in).
@@ -508,7 +573,7 @@ impl AggregateOp {
         wm_ms: i64,
     ) -> std::result::Result<BooleanArray, OpFailure> {
         let times = match key {
-            EventKey::Window(pos) => {
+            EventKey::Window(pos, _) => {
                 let s = rows
                     .column(pos)
                     .as_any()
@@ -516,7 +581,7 @@ impl AggregateOp {
                     .ok_or_else(|| OpFailure("the window key is not a struct".into()))?;
                 timestamp_micros(s.column(1))
             }
-            EventKey::Column(pos) => timestamp_micros(rows.column(pos)),
+            EventKey::Column(pos, _) => timestamp_micros(rows.column(pos)),
         }
         .ok_or_else(|| OpFailure("the event-time key is not a timestamp".into()))?;
         let wm_us = wm_ms.saturating_mul(1000);

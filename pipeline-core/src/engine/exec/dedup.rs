@@ -30,6 +30,7 @@ const EXPIRES_AT: &str = "__expires_at_us";
 /// A streaming deduplication with its state.
 pub(crate) struct DedupOp {
     flow: String,
+    input_schema: SchemaRef,
     description: String,
     key_indices: Vec<usize>,
     /// The watermarked column of the input, if any.
@@ -117,6 +118,7 @@ impl DedupOp {
         let state_schema = Arc::new(Schema::new(fields));
         Ok(DedupOp {
             flow: flow.to_string(),
+            input_schema: input.clone(),
             description: format!(
                 "{} [{}]",
                 if within_watermark {
@@ -146,6 +148,11 @@ impl DedupOp {
             self.description,
             crate::plan::ddl::schema_to_ddl(&self.state_schema)
         )
+    }
+
+    /// The rows the operator receives.
+    pub(crate) fn input_schema(&self) -> SchemaRef {
+        self.input_schema.clone()
     }
 
     /// Opens the state at `dir` and loads batch `version`'s state.
@@ -182,14 +189,16 @@ impl DedupOp {
         self.progress.clone()
     }
 
-    /// Runs one batch.
+    /// Runs one batch; returns the rows to emit and (when the batch asks
+    /// for them) the rows dropped as late.
     pub(crate) fn process(
         &mut self,
         input: Vec<RecordBatch>,
         ctx: &BatchContext,
-    ) -> Result<Vec<RecordBatch>> {
-        let r = self.run(input, ctx);
-        r.map_err(|e| {
+    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+        let mut late = Vec::new();
+        let r = self.run(input, ctx, &mut late);
+        r.map(|rows| (rows, late)).map_err(|e| {
             Error::runtime(format!(
                 "flow `{}`: deduplication failed: {}",
                 self.flow, e.0
@@ -201,6 +210,7 @@ impl DedupOp {
         &mut self,
         input: Vec<RecordBatch>,
         ctx: &BatchContext,
+        late_rows: &mut Vec<RecordBatch>,
     ) -> std::result::Result<Vec<RecordBatch>, OpFailure> {
         let schema = match input.first() {
             Some(b) => b.schema(),
@@ -219,6 +229,11 @@ impl DedupOp {
                     .map(|v| Some(v.is_none_or(|v| v > wm_us)))
                     .collect();
                 dropped = (batch.num_rows() - keep.true_count()) as u64;
+                if ctx.capture_late_rows && dropped > 0 {
+                    let late = filter_record_batch(&batch, &arrow::compute::not(&keep)?)?;
+                    let schema = super::strip_metadata(&self.input_schema);
+                    late_rows.push(super::with_schema(&late, &schema)?);
+                }
                 filter_record_batch(&batch, &keep)?
             }
             _ => batch,

@@ -134,6 +134,9 @@ pub struct BatchContext {
     pub watermark_for_late_ms: Option<i64>,
     /// The watermark that closes, emits and evicts state (this batch's).
     pub watermark_for_eviction_ms: Option<i64>,
+    /// Keep the rows stateful operators drop as late, in
+    /// [`BatchOutput::late_rows`] (for `pipelines.lateRowsTo`).
+    pub capture_late_rows: bool,
 }
 
 impl Default for BatchContext {
@@ -143,6 +146,7 @@ impl Default for BatchContext {
             output_mode: OutputMode::Append,
             watermark_for_late_ms: None,
             watermark_for_eviction_ms: None,
+            capture_late_rows: false,
         }
     }
 }
@@ -184,6 +188,9 @@ pub struct BatchOutput {
     pub event_times: Vec<(usize, i64, i64)>,
     /// Per stateful operator, in plan order.
     pub state_operators: Vec<StateOperatorProgress>,
+    /// The input rows stateful operators dropped as late, in
+    /// [`CompiledPlan::late_rows_schema`], when the batch asked for them.
+    pub late_rows: Vec<RecordBatch>,
 }
 
 /// A stateful operator's failure, before it is given the flow's name.
@@ -353,6 +360,24 @@ impl CompiledPlan {
         out.into_iter()
             .map(|(id, d)| format!("{id}: {d}"))
             .collect()
+    }
+
+    /// The schema of the rows dropped as late: the input of the plan's one
+    /// aggregation or deduplication (without watermark metadata). None when
+    /// the plan has no such operator, several, or a stream-stream join (its
+    /// two sides' late rows have different columns).
+    pub fn late_rows_schema(&self) -> Option<SchemaRef> {
+        let mut found = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => found.push(Some(a.input_schema())),
+            Op::Dedup(d) => found.push(Some(d.input_schema())),
+            Op::Join(_) => found.push(None),
+            Op::Watermark { .. } => {}
+        });
+        match found.as_slice() {
+            [Some(s)] => Some(strip_metadata(s)),
+            _ => None,
+        }
     }
 
     /// True when a batch without new data may still emit or evict: the
@@ -560,8 +585,16 @@ async fn run_op(
             }
             Ok(rows)
         }
-        Op::Aggregate(a) => a.process(rows, env.ctx, env.task_ctx).await,
-        Op::Dedup(d) => d.process(rows, env.ctx),
+        Op::Aggregate(a) => {
+            let (rows, late) = a.process(rows, env.ctx, env.task_ctx).await?;
+            out.late_rows.extend(late);
+            Ok(rows)
+        }
+        Op::Dedup(d) => {
+            let (rows, late) = d.process(rows, env.ctx)?;
+            out.late_rows.extend(late);
+            Ok(rows)
+        }
         Op::Join(j) => {
             let right = inputs.next().unwrap_or_default();
             j.process(rows, right, env.ctx, env.task_ctx).await
@@ -603,6 +636,29 @@ fn visit_ops_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut OpNode)) {
             f(n);
         }
     }
+}
+
+/// `schema` without field or schema metadata (the watermark marks).
+pub(crate) fn strip_metadata(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_metadata(Default::default()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Rows in `schema` (same columns, other metadata).
+pub(crate) fn with_schema(
+    rows: &RecordBatch,
+    schema: &SchemaRef,
+) -> std::result::Result<RecordBatch, OpFailure> {
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        rows.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(rows.num_rows())),
+    )?)
 }
 
 /// Splits rows into `n` contiguous partitions (slices, no copies).
