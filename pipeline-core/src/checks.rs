@@ -20,7 +20,7 @@
 //! | stream-stream outer and semi joins need an equality on a watermarked key, or a watermark on the nullable side and a time-range condition bounding the other side's event time by it; inner joins need nothing (their state just grows) | "… without a watermark in the join keys, or a watermark on the nullable side and an appropriate range condition" |
 //! | stream-static joins: no full outer, no outer join preserving the static side, no left semi/anti with a streaming right side (so no stream-stream left anti either) | "FullOuter joins with streaming DataFrames/Datasets on the left and a static …" |
 //! | no union of streaming and batch inputs | "Union between streaming and batch DataFrames/Datasets is not supported" |
-//! | `drop_duplicates_within_watermark` needs a watermark on its input (and a streaming input) | "dropDuplicatesWithinWatermark is not supported … without watermark" |
+//! | `drop_duplicates_within_watermark` needs a watermark on its input, and is refused in batch queries | "dropDuplicatesWithinWatermark is not supported … without watermark", "… not supported with batch DataFrames/DataSets" |
 //! | no stateful operator (aggregation, stream-stream join, deduplication on an event-time key or within the watermark) after a streaming aggregation unless the output mode is append | "Detected pattern of possible 'correctness' issue due to global watermark" |
 //! | update mode: no session windows | "Update output mode not supported for session window" |
 //!
@@ -57,8 +57,14 @@ pub fn check_query(flow: &FlowDef, plan: &ResolvedPlan, mode: OutputMode) -> Vec
         flow,
         mode,
         problems: Vec::new(),
+        batch_problems: Vec::new(),
     };
     let root = checker.visit(plan.root());
+    if !root.streaming {
+        // Spark's checkForBatch: only for queries that are batch as a whole.
+        let batch = std::mem::take(&mut checker.batch_problems);
+        checker.problems.extend(batch);
+    }
     if !root.streaming && mode == OutputMode::Complete {
         checker.problem(
             "complete output mode applies to streaming queries, and this flow's query is a batch query (its whole result is written every time it runs)",
@@ -102,6 +108,8 @@ struct Checker<'a> {
     flow: &'a FlowDef,
     mode: OutputMode,
     problems: Vec<(String, String)>,
+    /// Problems only when the whole query is a batch query.
+    batch_problems: Vec<(String, String)>,
 }
 
 impl Checker<'_> {
@@ -383,10 +391,10 @@ impl Checker<'_> {
         );
         if !input.streaming {
             if within_watermark {
-                self.problem(
+                self.batch_problems.push((
                     format!("`{desc}` needs a streaming input; its input is a batch query"),
-                    "use drop_duplicates(...) on batch inputs",
-                );
+                    "use drop_duplicates(...) on batch inputs".to_string(),
+                ));
             }
             return;
         }

@@ -261,6 +261,11 @@ fn legal_shapes_pass() {
         .append_flow("dedup", "dedup_out", |s| {
             events_wm(s)?.drop_duplicates_within_watermark(["user_id"])
         })
+        .append_flow("dedup_on_static_side", "dedup_on_static_side_out", |s| {
+            // Spark checks batch-only rules on whole batch queries only.
+            let firsts = users(s)?.drop_duplicates_within_watermark(["id"])?;
+            events(s)?.join(&firsts, "user_id = id", JoinType::Inner)
+        })
         .append_flow("dedup_plain", "dedup_plain_out", |s| {
             events(s)?.drop_duplicates(Some(&["user_id"]))
         })
