@@ -42,6 +42,17 @@ fn archive_logs(s: &Session) -> Result<DataFrame> {
     s.read_stream_table("log")
 }
 
+/// Mistakes in the query's shape: counts in append mode without a watermark,
+/// then a sort of the stream (only possible after an aggregation in
+/// complete mode).
+#[dp::append_flow(target = "service_counts")]
+fn service_counts(s: &Session) -> Result<DataFrame> {
+    s.read_stream_table("logs")?
+        .group_by([col("service_name")])
+        .count()?
+        .order_by(["count DESC"])
+}
+
 /// Mistakes: `a` and `b` read each other.
 #[dp::table]
 fn a(s: &Session) -> Result<DataFrame> {

@@ -27,6 +27,25 @@ impl fmt::Display for OutputMode {
     }
 }
 
+impl OutputMode {
+    /// Every output mode, in Spark's order of documentation.
+    pub const ALL: [OutputMode; 3] = [OutputMode::Append, OutputMode::Update, OutputMode::Complete];
+
+    /// Parses a mode name as Spark does (`append`, `Update`, `COMPLETE`):
+    /// case-insensitive, surrounding spaces ignored.
+    pub fn parse(text: &str) -> Option<OutputMode> {
+        let text = text.trim();
+        OutputMode::ALL
+            .into_iter()
+            .find(|m| m.to_string().eq_ignore_ascii_case(text))
+    }
+}
+
+/// The per-flow configuration key choosing the output mode (`append`,
+/// `update` or `complete`), set in a flow's `conf(...)` or in the spec under
+/// `flows: { name: { options: { pipelines.outputMode: complete } } }`.
+pub const OUTPUT_MODE_CONF_KEY: &str = "pipelines.outputMode";
+
 const ALL: &[OutputMode] = &[OutputMode::Append, OutputMode::Update, OutputMode::Complete];
 const APPEND: &[OutputMode] = &[OutputMode::Append];
 const APPEND_COMPLETE: &[OutputMode] = &[OutputMode::Append, OutputMode::Complete];
@@ -108,6 +127,15 @@ mod tests {
         assert_eq!(accepted_modes("foreachBatch", false), Some(ALL));
         assert_eq!(accepted_modes("kafka", false), Some(ALL));
         assert_eq!(accepted_modes("orc2", false), None);
+    }
+
+    #[test]
+    fn output_modes_parse_like_spark() {
+        assert_eq!(OutputMode::parse("append"), Some(OutputMode::Append));
+        assert_eq!(OutputMode::parse(" Update "), Some(OutputMode::Update));
+        assert_eq!(OutputMode::parse("COMPLETE"), Some(OutputMode::Complete));
+        assert_eq!(OutputMode::parse("upsert"), None);
+        assert_eq!(OutputMode::parse(""), None);
     }
 
     #[test]

@@ -19,9 +19,9 @@ use crate::definition::{DatasetDef, DatasetType, FlowDef};
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
 use crate::formats::{
     accepted_modes, describe_modes, did_you_mean, normalize_format, OutputMode,
-    DEFAULT_TABLE_FORMAT, SINK_FORMATS, TABLE_FORMATS,
+    DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY, SINK_FORMATS, TABLE_FORMATS,
 };
-use crate::plan::{Catalog, DataFrame};
+use crate::plan::{Catalog, DataFrame, ResolvedPlan};
 use crate::registry::FlowKind;
 use crate::session::Session;
 use crate::spec::Trigger;
@@ -35,6 +35,8 @@ pub struct FlowSettings {
     pub options: BTreeMap<String, String>,
     /// Where the entry is in the spec.
     pub origin: Option<Origin>,
+    /// Where each of `options` is in the spec, by option name.
+    pub option_origins: BTreeMap<String, Origin>,
 }
 
 /// Everything declared for a pipeline, merged from code and spec: the input of [`build`].
@@ -51,9 +53,6 @@ pub struct Declarations {
     /// Spec settings per flow name.
     pub flow_settings: BTreeMap<String, FlowSettings>,
 }
-
-/// The target of a flow as the query checks see it.
-pub type DatasetNodeRef<'a> = Option<&'a DatasetDef>;
 
 /// A node of the dataflow graph.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +96,8 @@ pub struct FlowNode {
     pub schema: SchemaRef,
     /// Whether the query is streaming.
     pub streaming: bool,
-    /// The output mode it writes with.
+    /// The output mode it writes with: the single source of truth for the
+    /// runtime (see [`output_mode_of`]).
     pub output_mode: OutputMode,
     /// Its trigger (spec first, then the flow's `conf`, else the default).
     pub trigger: Trigger,
@@ -280,6 +280,23 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
         }
     }
 
+    // --- output modes -------------------------------------------------------------
+    // A flow whose mode is invalid is left out, so the mode-dependent checks
+    // below don't report consequences of the same mistake.
+    let mut modes: BTreeMap<String, OutputMode> = BTreeMap::new();
+    for f in flows.values() {
+        match output_mode_of(f, decls.flow_settings.get(&f.name)) {
+            Ok(mode) => {
+                modes.insert(f.name.clone(), mode);
+            }
+            Err(errors) => {
+                for d in errors {
+                    diags.push(d);
+                }
+            }
+        }
+    }
+
     // --- targets ------------------------------------------------------------------
     let mut flows_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in flows.values() {
@@ -323,31 +340,9 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                         .origin(f.origin.clone())
                         .help("point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"),
                     );
-                } else if d.dataset_type() == DatasetType::Sink {
-                    let mode = output_mode_of(f);
-                    if let Some(format) = d.format.as_deref().map(normalize_format) {
-                        if let Some(modes) = accepted_modes(&format, !d.merge_keys.is_empty()) {
-                            if !modes.contains(&mode) {
-                                let help = if format == "delta" {
-                                    "Delta tables take append and complete; declare `merge_keys` on the sink, or use foreach_batch with a MERGE".to_string()
-                                } else {
-                                    format!(
-                                        "{format} sinks take {} only: use #[append_flow], or write to a sink that takes updates (kafka, foreach_batch, delta with merge_keys)",
-                                        describe_modes(modes)
-                                    )
-                                };
-                                diags.push(
-                                    Diagnostic::new(format!(
-                                        "sink `{}` ({format}) does not accept {mode} output mode; it accepts {}",
-                                        d.name,
-                                        describe_modes(modes)
-                                    ))
-                                    .subject(f.subject())
-                                    .origin(f.origin.clone())
-                                    .help(help),
-                                );
-                            }
-                        }
+                } else if let Some(&mode) = modes.get(&f.name) {
+                    if let Some(d) = mode_not_accepted(f, d, mode) {
+                        diags.push(d);
                     }
                 }
             }
@@ -594,7 +589,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
             }
         }
     }
-    let mut resolved: BTreeMap<String, SchemaRef> = BTreeMap::new();
+    let mut resolved: BTreeMap<String, ResolvedPlan> = BTreeMap::new();
     let mut schema_source: BTreeMap<String, String> = BTreeMap::new();
     for name in &order {
         let Some(plan) = plans.get(name) else {
@@ -639,7 +634,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                         schema_source.insert(target.name.clone(), f.name.clone());
                     }
                 }
-                resolved.insert(name.clone(), schema);
+                resolved.insert(name.clone(), r);
             }
             Err(errors) => {
                 for e in errors {
@@ -651,12 +646,10 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
 
     // --- query-shape checks (output modes, watermarks) ---------------------------------------
     for name in &order {
-        let (Some(plan), Some(schema)) = (plans.get(name), resolved.get(name)) else {
+        let (Some(plan), Some(mode)) = (resolved.get(name), modes.get(name)) else {
             continue;
         };
-        let f = &flows[name];
-        let target = datasets.get(&f.target);
-        for d in checks::check_query(f, plan, schema, target, output_mode_of(f)) {
+        for d in checks::check_query(&flows[name], plan, *mode) {
             diags.push(d);
         }
     }
@@ -670,13 +663,17 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
         let plan = plans.remove(&name).expect("validated flows have plans");
         let schema = resolved
             .remove(&name)
-            .expect("validated flows are resolved");
+            .expect("validated flows are resolved")
+            .schema();
+        let output_mode = modes
+            .remove(&name)
+            .expect("validated flows have an output mode");
         let settings = decls.flow_settings.get(&name).cloned().unwrap_or_default();
         flow_nodes.insert(
             name.clone(),
             FlowNode {
                 streaming: plan.is_streaming(),
-                output_mode: output_mode_of(&f),
+                output_mode,
                 trigger: triggers.remove(&name).unwrap_or(Trigger::Default),
                 options: settings.options,
                 reads: reads_of.remove(&name).unwrap_or_default(),
@@ -707,12 +704,118 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     })
 }
 
-/// The output mode a flow writes with: update flows use update, everything else append.
-pub fn output_mode_of(f: &FlowDef) -> OutputMode {
-    match f.kind {
+/// The output mode a flow writes with, and the single source of truth for
+/// it ([`FlowNode::output_mode`]): the `pipelines.outputMode` option of the
+/// flow in the spec (`flows: { f: { options: { pipelines.outputMode: complete } } }`),
+/// else the flow's `conf("pipelines.outputMode" = "...")`, else update for
+/// `#[update_flow]` and append for every other flow.
+///
+/// Values are `append`, `update` or `complete` (any case). Complete is
+/// allowed for both kinds of flow; `update` on an append flow and `append` on
+/// an update flow are errors, as is an unknown value. Every problem is
+/// returned, pointing at the spec line or the declaration that set it.
+pub fn output_mode_of(
+    f: &FlowDef,
+    settings: Option<&FlowSettings>,
+) -> Result<OutputMode, Vec<Diagnostic>> {
+    let default = match f.kind {
         FlowKind::Update => OutputMode::Update,
         FlowKind::Append => OutputMode::Append,
+    };
+    let from_spec = settings.and_then(|s| {
+        s.options.get(OUTPUT_MODE_CONF_KEY).map(|v| {
+            let origin = s
+                .option_origins
+                .get(OUTPUT_MODE_CONF_KEY)
+                .cloned()
+                .or_else(|| s.origin.clone());
+            (v, origin)
+        })
+    });
+    let from_conf = f
+        .conf
+        .get(OUTPUT_MODE_CONF_KEY)
+        .map(|v| (v, f.origin.clone()));
+    let mut chosen = None;
+    let mut errors = Vec::new();
+    for (value, origin) in from_spec.into_iter().chain(from_conf) {
+        let problem = match (OutputMode::parse(value), f.kind) {
+            (None, _) => Diagnostic::new(format!(
+                "invalid `{OUTPUT_MODE_CONF_KEY}` value `{value}`"
+            ))
+            .help("use one of: append, update, complete"),
+            (Some(OutputMode::Update), FlowKind::Append) => Diagnostic::new(format!(
+                "`{OUTPUT_MODE_CONF_KEY}` is `update`, but this is an append flow"
+            ))
+            .help(format!(
+                "declare it with #[update_flow(target = \"...\")] to write updates to a sink, or set `{OUTPUT_MODE_CONF_KEY}` to `append` or `complete`"
+            )),
+            (Some(OutputMode::Append), FlowKind::Update) => Diagnostic::new(format!(
+                "`{OUTPUT_MODE_CONF_KEY}` is `append`, but this is an update flow"
+            ))
+            .help(format!(
+                "declare it with #[append_flow(target = \"{}\")], or set `{OUTPUT_MODE_CONF_KEY}` to `update` or `complete`",
+                f.target
+            )),
+            (Some(mode), _) => {
+                chosen = chosen.or(Some(mode));
+                continue;
+            }
+        };
+        errors.push(problem.subject(f.subject()).origin(origin));
     }
+    if errors.is_empty() {
+        Ok(chosen.unwrap_or(default))
+    } else {
+        Err(errors)
+    }
+}
+
+/// The problem when `target` cannot take `mode` (Spark's sink capabilities,
+/// [`accepted_modes`]): sinks are checked for every mode, streaming tables for
+/// complete (update into a table is refused as "update flows can only target
+/// sinks").
+fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Option<Diagnostic> {
+    let is_sink = match target.dataset_type() {
+        DatasetType::Sink => true,
+        DatasetType::StreamingTable if mode != OutputMode::Append => false,
+        _ => return None,
+    };
+    let format = match &target.format {
+        Some(fmt) => normalize_format(fmt),
+        None if is_sink => return None,
+        None => DEFAULT_TABLE_FORMAT.to_string(),
+    };
+    let modes = accepted_modes(&format, is_sink && !target.merge_keys.is_empty())?;
+    if modes.contains(&mode) {
+        return None;
+    }
+    let what = if is_sink {
+        format!("sink `{}` ({format})", target.name)
+    } else {
+        format!("streaming table `{}` ({format})", target.name)
+    };
+    let help = match (mode, format.as_str()) {
+        (OutputMode::Update, "delta") => "Delta tables take append and complete; declare `merge_keys` on the sink, or use foreach_batch with a MERGE".to_string(),
+        (OutputMode::Update, _) => format!(
+            "{format} sinks take {} only: use #[append_flow], or write to a sink that takes updates (kafka, foreach_batch, delta with merge_keys)",
+            describe_modes(modes)
+        ),
+        _ => format!(
+            "{format} {} take {} only: use append mode, or write complete results to a sink that takes them (kafka, console, memory, foreach_batch, delta)",
+            if is_sink { "sinks" } else { "tables" },
+            describe_modes(modes)
+        ),
+    };
+    Some(
+        Diagnostic::new(format!(
+            "{what} does not accept {mode} output mode; it accepts {}",
+            describe_modes(modes)
+        ))
+        .subject(f.subject())
+        .origin(f.origin.clone())
+        .help(help),
+    )
 }
 
 fn required_sink_options(format: &str) -> &'static [&'static str] {

@@ -286,6 +286,14 @@ impl Pipeline {
                         trigger: f.trigger.clone(),
                         options: f.options.clone(),
                         origin: spec_origin(f.line),
+                        option_origins: f
+                            .options
+                            .keys()
+                            .filter_map(|key| {
+                                let line = spec.line_of(&["flows", name, "options", key])?;
+                                Some((key.clone(), spec_origin(Some(line))?))
+                            })
+                            .collect(),
                     },
                 )
             })

@@ -389,7 +389,7 @@ fn resolve_op(df: &DataFrame, children: &[ResolvedNode], catalog: &dyn Catalog) 
             join_type,
             ..
         } => resolve_join(&children[0], &children[1], on.as_ref(), using, *join_type),
-        PlanNode::Union { inputs } => resolve_union(inputs, children),
+        PlanNode::Union { .. } => resolve_union(children),
         PlanNode::OrderBy { sort, .. } => {
             let input = input_scan(&children[0])?;
             let mut errors = Vec::new();
@@ -636,14 +636,9 @@ fn resolve_join(
     Ok((schema, exprs, plan))
 }
 
-fn resolve_union(inputs: &[DataFrame], children: &[ResolvedNode]) -> OpResult {
-    let streaming: Vec<bool> = inputs.iter().map(|d| d.is_streaming()).collect();
-    if streaming.iter().any(|s| *s) && streaming.iter().any(|s| !*s) {
-        return Err(one(PlanError::with_help(
-            "union of streaming and batch inputs is not supported",
-            "read every input of the union as a stream (read_stream, read_stream_table) or every one as a batch (read, read_table)",
-        )));
-    }
+/// The union's schema. Mixing streaming and batch inputs is a query-shape
+/// problem reported by [`crate::checks`], with the flow's other problems.
+fn resolve_union(children: &[ResolvedNode]) -> OpResult {
     let first = &children[0].schema;
     let mut errors = Vec::new();
     let mut fields: Vec<Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
