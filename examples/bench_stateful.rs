@@ -122,6 +122,7 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
         output_mode: OutputMode::Update,
         watermark_for_late_ms: None,
         watermark_for_eviction_ms: None,
+        capture_late_rows: false,
     };
     let t = Instant::now();
     let out = rt.block_on(plan.execute_batch(vec![batches], &ctx))?;

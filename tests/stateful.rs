@@ -137,18 +137,29 @@ fn check_case(
         s2.lock().unwrap().push((id, batches.to_vec()));
         Ok(())
     });
-    let p = dp::Pipeline::new()
-        .append_flow(case, &sink, build)
-        .create_sink(&sink, "foreach_batch", Vec::<(String, String)>::new());
+    // The flow declares its output mode as a user would: an update flow for
+    // update mode, `pipelines.outputMode` for complete mode.
+    let mut flow = dp::FlowDef::append(case, &sink, dp::Query::new(build));
+    match mode {
+        OutputMode::Append => {}
+        OutputMode::Update => flow.kind = dp::registry::FlowKind::Update,
+        OutputMode::Complete => {
+            flow.conf
+                .insert("pipelines.outputMode".into(), "complete".into());
+        }
+    }
+    let p = dp::Pipeline::new().flow(flow).create_sink(
+        &sink,
+        "foreach_batch",
+        Vec::<(String, String)>::new(),
+    );
     let spec = dp::spec::parse_str(
         "name: stateful\nstorage: ./storage\n",
         &dir.join("pipeline.yml"),
     )
     .unwrap();
-    let mut graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
-    for f in graph.flows.values_mut() {
-        f.output_mode = mode;
-    }
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    assert_eq!(graph.flows[case].output_mode, mode);
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
 
     // Rows per batch.

@@ -16,6 +16,7 @@ use petgraph::visit::EdgeRef;
 
 use crate::checks;
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
+use crate::engine::runtime::LATE_ROWS_TO;
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
 use crate::formats::{
     accepted_modes, describe_modes, did_you_mean, normalize_format, OutputMode,
@@ -345,6 +346,53 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                         diags.push(d);
                     }
                 }
+            }
+        }
+    }
+    // `pipelines.lateRowsTo`: rows dropped as late go to a sink, which then
+    // has a writer.
+    for f in flows.values() {
+        let settings = decls.flow_settings.get(&f.name);
+        let Some(late) = settings
+            .and_then(|s| s.options.get(LATE_ROWS_TO))
+            .or_else(|| f.conf.get(LATE_ROWS_TO))
+        else {
+            continue;
+        };
+        let origin = settings
+            .and_then(|s| s.option_origins.get(LATE_ROWS_TO).cloned())
+            .or_else(|| f.origin.clone());
+        match datasets.get(late) {
+            Some(d) if d.dataset_type() == DatasetType::Sink => {
+                flows_of
+                    .entry(d.name.clone())
+                    .or_default()
+                    .push(f.name.clone());
+            }
+            Some(d) => diags.push(
+                Diagnostic::new(format!(
+                    "`{LATE_ROWS_TO}` names {} `{late}`, but late rows go to a sink",
+                    d.dataset_type().describe()
+                ))
+                .subject(f.subject())
+                .origin(origin)
+                .help("declare a sink with create_sink(...) or under `sinks:` and name it instead"),
+            ),
+            None => {
+                let mut help = format!(
+                    "declare a sink for them, e.g. create_sink(\"{late}\", \"parquet\", [(\"path\", \"late/{late}\")]) or under `sinks:` in the spec"
+                );
+                if let Some(s) = did_you_mean(late, datasets.keys().map(String::as_str)) {
+                    help = format!("did you mean `{s}`? or {help}");
+                }
+                diags.push(
+                    Diagnostic::new(format!(
+                        "`{LATE_ROWS_TO}` names `{late}`, which is not declared"
+                    ))
+                    .subject(f.subject())
+                    .origin(origin)
+                    .help(help),
+                );
             }
         }
     }

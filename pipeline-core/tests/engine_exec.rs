@@ -535,6 +535,7 @@ fn batch_ctx(id: u64, mode: OutputMode, late: Option<i64>, evict: Option<i64>) -
         output_mode: mode,
         watermark_for_late_ms: late,
         watermark_for_eviction_ms: evict,
+        capture_late_rows: false,
     }
 }
 
