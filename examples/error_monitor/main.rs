@@ -3,6 +3,7 @@
 //! 10-minute watermark, appended to the `error_counts` table.
 //!
 //! ```text
+//! cargo run --example error_monitor -- run       # on examples/data/logs
 //! cargo run --example error_monitor -- dry-run
 //! cargo run --example error_monitor -- graph --format mermaid
 //! ```

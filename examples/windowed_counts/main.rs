@@ -3,6 +3,7 @@
 //! each window closes.
 //!
 //! ```text
+//! cargo run --example windowed_counts -- run
 //! cargo run --example windowed_counts -- dry-run
 //! ```
 use dp::prelude::*;

@@ -384,7 +384,7 @@ impl StreamingQuery {
             ))
         })?;
         let mut compiled = CompiledPlan::compile(name, &flow.plan, &resolved, 2)?;
-        let policy = WatermarkPolicy::from_conf(name, &flow.def.conf)?;
+        let policy = WatermarkPolicy::from_conf(name, &flow_settings(flow))?;
 
         let ckpt_dir = checkpoint_path(flow, opts);
         if let Some(import) = &flow.def.import_checkpoint {
@@ -556,7 +556,8 @@ impl StreamingQuery {
     }
 
     fn policy(&self) -> WatermarkPolicy {
-        WatermarkPolicy::from_conf(&self.flow.def.name, &self.flow.def.conf).unwrap_or_default()
+        WatermarkPolicy::from_conf(&self.flow.def.name, &flow_settings(&self.flow))
+            .unwrap_or_default()
     }
 
     /// Reads the commit log: where the next batch starts.
@@ -874,6 +875,13 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(left.min(Duration::from_millis(50))).await;
     }
+}
+
+/// A flow's settings: its `conf(...)`, overridden by the spec's options.
+fn flow_settings(flow: &FlowNode) -> BTreeMap<String, String> {
+    let mut all = flow.def.conf.clone();
+    all.extend(flow.options.clone());
+    all
 }
 
 /// The flow option naming the sink or table that receives the rows
