@@ -446,3 +446,77 @@ fn late_rows_go_to_the_named_sink() {
         ]
     );
 }
+
+/// Sorting and limiting after an aggregation in complete mode: each batch
+/// holds the top services of Spark's complete result for that batch.
+#[test]
+fn complete_mode_sorts_and_limits_after_the_aggregation() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("complete_count").join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    copy_inputs(&fixture("complete_count").join("input"), &dir.join("input"));
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let s2 = seen.clone();
+    dp::engine::sinks::register_foreach_batch("top_services", move |b: &[RecordBatch], id: u64| {
+        s2.lock().unwrap().push((id, b.to_vec()));
+        Ok(())
+    });
+    let mut flow = dp::FlowDef::append(
+        "top",
+        "top_services",
+        dp::Query::new(|s| {
+            events(s)?
+                .group_by(["service"])
+                .count()?
+                .order_by(["count DESC", "service"])?
+                .limit(2)
+        }),
+    );
+    flow.conf
+        .insert("pipelines.outputMode".into(), "complete".into());
+    let p = dp::Pipeline::new().flow(flow).create_sink(
+        "top_services",
+        "foreach_batch",
+        Vec::<(String, String)>::new(),
+    );
+    let spec =
+        dp::spec::parse_str("name: top\nstorage: ./storage\n", &dir.join("pipeline.yml")).unwrap();
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    let got: Vec<(u64, Vec<Value>)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, b)| {
+            let mut rows = Vec::new();
+            for batch in b {
+                let one = vec![batch.clone()];
+                // Keep the order the sink received.
+                for i in 0..batch.num_rows() {
+                    rows.push(rows_json(&[one[0].slice(i, 1)])[0].clone());
+                }
+            }
+            (*id, rows)
+        })
+        .collect();
+    let want: Vec<(u64, Vec<Value>)> = expected["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let mut rows = b["rows"].as_array().unwrap().clone();
+            rows.sort_by_key(|r| {
+                (
+                    -r["count"].as_i64().unwrap(),
+                    r["service"].as_str().unwrap().to_string(),
+                )
+            });
+            rows.truncate(2);
+            (b["batch_id"].as_u64().unwrap(), rows)
+        })
+        .collect();
+    assert_eq!(got, want);
+}
