@@ -52,7 +52,12 @@ struct WindowKey {
     size_us: i64,
     slide_us: i64,
     start_us: i64,
+    /// The window struct `{start, end}` the output carries.
     struct_type: DataType,
+    /// The type of the window start column the state is grouped by.
+    start_type: DataType,
+    /// Position among the grouping keys.
+    position: usize,
 }
 
 /// Which grouping key carries event time (for late rows and eviction).
@@ -146,14 +151,23 @@ impl AggregateOp {
                 {
                     event_key = Some(EventKey::Window(pos, windows.len()));
                 }
+                // Groups are keyed by the window's start (a primitive key
+                // groups much faster than a struct); the struct is built
+                // for the output.
                 let col_name = format!("__window{}", windows.len());
-                prepared.push(Field::new(&col_name, struct_type.clone(), true));
+                let start_type = match &struct_type {
+                    DataType::Struct(f) => f[0].data_type().clone(),
+                    other => other.clone(),
+                };
+                prepared.push(Field::new(&col_name, start_type.clone(), true));
                 windows.push(WindowKey {
                     time_index,
                     size_us: w.size.as_micros() as i64,
                     slide_us: w.slide.as_micros() as i64,
                     start_us: w.start.as_micros() as i64,
                     struct_type,
+                    start_type,
+                    position: pos,
                 });
                 keys.push(Expr::Column(Column::new(Some("input"), col_name)).alias(name));
             } else {
@@ -231,7 +245,12 @@ impl AggregateOp {
         let state_schema = partial.schema();
         let mut out_fields = Vec::new();
         for (i, f) in state_schema.fields()[..n_keys].iter().enumerate() {
-            out_fields.push(Field::new(&names[i], f.data_type().clone(), true));
+            let t = windows
+                .iter()
+                .find(|w| w.position == i)
+                .map(|w| w.struct_type.clone())
+                .unwrap_or_else(|| f.data_type().clone());
+            out_fields.push(Field::new(&names[i], t, true));
         }
         for (i, a) in aggs.iter().enumerate() {
             let f = a.field();
@@ -520,24 +539,10 @@ impl AggregateOp {
             } else {
                 arrow::compute::take_record_batch(&b, &UInt32Array::from(rows))?
             };
-            let DataType::Struct(fields) = &w.struct_type else {
-                return Err(OpFailure("window type is not a struct".into()));
-            };
-            let tz = match fields[0].data_type() {
-                DataType::Timestamp(_, tz) => tz.clone(),
-                _ => None,
-            };
-            let ends: Vec<i64> = starts.iter().map(|s| s + w.size_us).collect();
-            let start_arr: ArrayRef = Arc::new(
-                arrow::array::TimestampMicrosecondArray::from(starts).with_timezone_opt(tz.clone()),
+            let window: ArrayRef = Arc::new(
+                arrow::array::TimestampMicrosecondArray::from(starts)
+                    .with_data_type(w.start_type.clone()),
             );
-            let end_arr: ArrayRef =
-                Arc::new(arrow::array::TimestampMicrosecondArray::from(ends).with_timezone_opt(tz));
-            let window: ArrayRef = Arc::new(StructArray::try_new(
-                fields.clone(),
-                vec![start_arr, end_arr],
-                None,
-            )?);
             let mut cols = taken.columns().to_vec();
             cols.push(window);
             let n = taken.num_rows();
@@ -573,13 +578,11 @@ impl AggregateOp {
         wm_ms: i64,
     ) -> std::result::Result<BooleanArray, OpFailure> {
         let times = match key {
-            EventKey::Window(pos, _) => {
-                let s = rows
-                    .column(pos)
-                    .as_any()
-                    .downcast_ref::<StructArray>()
-                    .ok_or_else(|| OpFailure("the window key is not a struct".into()))?;
-                timestamp_micros(s.column(1))
+            EventKey::Window(pos, w) => {
+                // The window's end: its start plus its size.
+                let size = self.windows[w].size_us;
+                timestamp_micros(rows.column(pos))
+                    .map(|starts| starts.iter().map(|s| s.map(|s| s + size)).collect())
             }
             EventKey::Column(pos, _) => timestamp_micros(rows.column(pos)),
         }
@@ -595,6 +598,9 @@ impl AggregateOp {
     fn finalize(&self, rows: &RecordBatch) -> std::result::Result<RecordBatch, OpFailure> {
         let n = rows.num_rows();
         let mut columns: Vec<ArrayRef> = rows.columns()[..self.n_keys].to_vec();
+        for w in &self.windows {
+            columns[w.position] = window_struct(&columns[w.position], w)?;
+        }
         let ids: Vec<usize> = (0..n).collect();
         let mut col = self.n_keys;
         for a in &self.aggs {
@@ -622,6 +628,24 @@ impl AggregateOp {
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )?)
     }
+}
+
+/// The `{start, end}` window struct for a column of window starts.
+fn window_struct(starts: &ArrayRef, w: &WindowKey) -> std::result::Result<ArrayRef, OpFailure> {
+    let DataType::Struct(fields) = &w.struct_type else {
+        return Err(OpFailure("window type is not a struct".into()));
+    };
+    let micros = timestamp_micros(starts)
+        .ok_or_else(|| OpFailure("the window start is not a timestamp".into()))?;
+    let ends: arrow::array::TimestampMicrosecondArray =
+        micros.iter().map(|s| s.map(|s| s + w.size_us)).collect();
+    let start_arr = arrow::compute::cast(starts, fields[0].data_type())?;
+    let end_arr: ArrayRef = Arc::new(ends.with_data_type(fields[1].data_type().clone()));
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        vec![start_arr, end_arr],
+        starts.nulls().cloned(),
+    )?))
 }
 
 fn strip_alias(e: &Expr) -> &Expr {
