@@ -520,3 +520,22 @@ fn complete_mode_sorts_and_limits_after_the_aggregation() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn session_windows_in_append_mode() {
+    check_case("session_append", OutputMode::Append, |s| {
+        events(s)?
+            .with_watermark("ts", "10 minutes")?
+            .group_by([session_window(col("ts"), "5 minutes"), col("user")])
+            .count()
+    });
+}
+
+#[test]
+fn session_windows_merge_in_complete_mode() {
+    check_case("session_complete", OutputMode::Complete, |s| {
+        events(s)?
+            .group_by([session_window(col("ts"), "5 minutes"), col("user")])
+            .agg(["count(*) AS n", "sum(value) AS total"])
+    });
+}

@@ -277,6 +277,20 @@ CASES = [
         ],
     ),
     dict(
+        case="session_append",
+        description="Count per user in session windows with a 5-minute gap and a 10-minute watermark, append mode: a session is emitted once the watermark passes its end.",
+        inputs={"input": EVENTS}, schema=EVENTS_SCHEMA, mode="append", watermark=True,
+        expr='events.withWatermark("ts", "10 minutes").groupBy(F.session_window("ts", "5 minutes"), "user").count()',
+        observations=[],
+    ),
+    dict(
+        case="session_complete",
+        description="Count and sum per user in session windows with a 5-minute gap, complete mode (no watermark): sessions merge as events bridge them.",
+        inputs={"input": EVENTS}, schema=EVENTS_SCHEMA, mode="complete", watermark=False,
+        expr='events.groupBy(F.session_window("ts", "5 minutes"), "user").agg(F.count("*").alias("n"), F.sum("value").alias("total"))',
+        observations=[],
+    ),
+    dict(
         case="running_count_update",
         description="Running count and sum of value per user (null user is its own group) without watermark, update mode.",
         inputs={"input": EVENTS}, schema=EVENTS_SCHEMA, mode="update", watermark=False,

@@ -60,6 +60,19 @@ struct WindowKey {
     position: usize,
 }
 
+/// A `session_window(ts, gap)` grouping key: each row opens a session
+/// `[ts, ts + gap)`; sessions of one key that touch are merged.
+#[derive(Clone, Debug)]
+struct SessionKey {
+    /// Index of the event-time column in the input.
+    time_index: usize,
+    gap_us: i64,
+    struct_type: DataType,
+    start_type: DataType,
+    /// Position among the grouping keys.
+    position: usize,
+}
+
 /// Which grouping key carries event time (for late rows and eviction).
 #[derive(Clone, Copy, Debug)]
 enum EventKey {
@@ -69,6 +82,8 @@ enum EventKey {
     /// The watermarked timestamp column itself (its position among the
     /// keys, and its index in the input).
     Column(usize, usize),
+    /// A session window: the session's end decides.
+    Session,
 }
 
 /// A streaming aggregation with its state.
@@ -77,7 +92,9 @@ pub(crate) struct AggregateOp {
     input_schema: SchemaRef,
     description: String,
     windows: Vec<WindowKey>,
+    session: Option<SessionKey>,
     prepared_schema: SchemaRef,
+    partial_schema: SchemaRef,
     partial: Arc<dyn ExecutionPlan>,
     partitions: usize,
     aggs: Vec<Arc<AggregateFunctionExpr>>,
@@ -113,6 +130,7 @@ impl AggregateOp {
             crate::error::PlanError::new(format!("flow `{flow}`: {msg}")).into()
         };
         let mut windows = Vec::new();
+        let mut session: Option<SessionKey> = None;
         let mut prepared: Vec<Field> = child_schema
             .fields()
             .iter()
@@ -126,10 +144,45 @@ impl AggregateOp {
                 Expr::Alias(a) => a.name.clone(),
                 _ => name,
             };
-            if session_window_call(e).is_some() {
-                return Err(fail(format!(
-                    "session windows (`{name}`) on a stream are not supported yet; use window(ts, size) or window(ts, size, slide)"
-                )));
+            if let Some(sw) = session_window_call(e) {
+                if session.is_some() {
+                    return Err(fail(format!(
+                        "`{name}` is a second session window in one group_by; group by one session window"
+                    )));
+                }
+                let Expr::Column(c) = &sw.time_column else {
+                    return Err(fail(format!(
+                        "the time column of session window `{name}` must be a column; add it with with_column first"
+                    )));
+                };
+                let time_index = child_schema
+                    .index_of(&c.name)
+                    .map_err(|_| fail(format!("unknown time column `{}`", c.name)))?;
+                let time_field = child_schema.field(time_index);
+                let struct_type = window_struct_type(time_field.data_type()).ok_or_else(|| {
+                    fail(format!(
+                        "the time column `{}` of `{name}` is not a timestamp",
+                        c.name
+                    ))
+                })?;
+                let start_type = match &struct_type {
+                    DataType::Struct(f) => f[0].data_type().clone(),
+                    other => other.clone(),
+                };
+                if time_field.metadata().contains_key(WATERMARK_METADATA_KEY) && event_key.is_none()
+                {
+                    event_key = Some(EventKey::Session);
+                }
+                prepared.push(Field::new("__session", start_type.clone(), true));
+                session = Some(SessionKey {
+                    time_index,
+                    gap_us: sw.gap.as_micros() as i64,
+                    struct_type,
+                    start_type,
+                    position: pos,
+                });
+                keys.push(Expr::Column(Column::new(Some("input"), "__session")).alias(name));
+                continue;
             }
             if let Some(w) = window_call(e) {
                 let Expr::Column(c) = &w.time_column else {
@@ -242,13 +295,32 @@ impl AggregateOp {
         })?;
         let aggs = first.aggr_expr().to_vec();
         let n_keys = first.group_expr().expr().len();
-        let state_schema = partial.schema();
+        let partial_schema = partial.schema();
+        // Sessions also keep their end (the last event's time plus the gap).
+        let state_schema = match &session {
+            Some(sk) => {
+                let mut f: Vec<Field> = partial_schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                f.push(Field::new("__session_end", sk.start_type.clone(), true));
+                Arc::new(Schema::new(f))
+            }
+            None => partial_schema.clone(),
+        };
         let mut out_fields = Vec::new();
         for (i, f) in state_schema.fields()[..n_keys].iter().enumerate() {
             let t = windows
                 .iter()
                 .find(|w| w.position == i)
                 .map(|w| w.struct_type.clone())
+                .or_else(|| {
+                    session
+                        .as_ref()
+                        .filter(|sk| sk.position == i)
+                        .map(|sk| sk.struct_type.clone())
+                })
                 .unwrap_or_else(|| f.data_type().clone());
             out_fields.push(Field::new(&names[i], t, true));
         }
@@ -267,7 +339,9 @@ impl AggregateOp {
             input_schema: child_schema.clone(),
             description,
             windows,
+            session,
             prepared_schema,
+            partial_schema,
             partial: Arc::new(partial),
             partitions,
             aggs,
@@ -374,7 +448,8 @@ impl AggregateOp {
             let parts = run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
                 .await
                 .map_err(|e| fail(&e.strip_backtrace()))?;
-            concat_batches(&self.state_schema, &parts).map_err(|e| fail(&e))?
+            let partial = concat_batches(&self.partial_schema, &parts).map_err(|e| fail(&e))?;
+            self.with_session_end(partial).map_err(|e| fail(&e))?
         };
 
         // 2. Keys behind the watermark for late rows are dropped.
@@ -398,36 +473,13 @@ impl AggregateOp {
         // 3. Merge into the state.
         let old_rows = self.state.num_rows();
         let all = concat_batches(&self.state_schema, [&self.state, &new]).map_err(|e| fail(&e))?;
-        let key_schema = Arc::new(Schema::new(
-            self.state_schema.fields()[..self.n_keys].to_vec(),
-        ));
-        let mut groups =
-            new_group_values(key_schema, &GroupOrdering::None).map_err(|e| fail(&e))?;
-        let mut ids = Vec::with_capacity(all.num_rows());
-        groups
-            .intern(&all.columns()[..self.n_keys], &mut ids)
-            .map_err(|e| fail(&e))?;
-        let n_groups = groups.len();
-        let mut touched = vec![false; n_groups];
-        for g in &ids[old_rows..] {
-            touched[*g] = true;
-        }
-        let mut columns = groups.emit(EmitTo::All).map_err(|e| fail(&e))?;
-        let mut col = self.n_keys;
-        for a in &self.aggs {
-            let n_state = a.state_fields().map_err(|e| fail(&e))?.len();
-            let mut acc = accumulator(a).map_err(|e| fail(&e))?;
-            acc.merge_batch(&all.columns()[col..col + n_state], &ids, n_groups)
-                .map_err(|e| fail(&e))?;
-            columns.extend(acc.state(EmitTo::All).map_err(|e| fail(&e))?);
-            col += n_state;
-        }
-        let merged = RecordBatch::try_new_with_options(
-            self.state_schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(n_groups)),
-        )
-        .map_err(|e| fail(&e))?;
+        let (merged, touched, replaced) = if self.session.is_some() {
+            self.merge_sessions(&all, old_rows).map_err(|e| fail(&e))?
+        } else {
+            let (m, t) = self.merge_groups(&all, old_rows).map_err(|e| fail(&e))?;
+            (m, t, None)
+        };
+        let n_groups = merged.num_rows();
 
         // 4. What the output mode emits, and what the watermark evicts.
         let evict = match (
@@ -454,7 +506,16 @@ impl AggregateOp {
         let upsert_mask = arrow::compute::and(&touched, &keep).map_err(|e| fail(&e))?;
         let upserts = filter_record_batch(&merged, &upsert_mask).map_err(|e| fail(&e))?;
         self.state = filter_record_batch(&merged, &keep).map_err(|e| fail(&e))?;
-        let removed: Vec<ArrayRef> = evicted.columns()[..self.n_keys].to_vec();
+        let mut removed: Vec<ArrayRef> = evicted.columns()[..self.n_keys].to_vec();
+        if let Some(old) = replaced.filter(|r| r.num_rows() > 0) {
+            // Sessions merged into another one: their old keys go.
+            removed = removed
+                .iter()
+                .zip(old.columns())
+                .map(|(a, b)| arrow::compute::concat(&[a.as_ref(), b.as_ref()]))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| fail(&e))?;
+        }
 
         self.progress = StateOperatorProgress {
             operator: "aggregate".into(),
@@ -489,6 +550,18 @@ impl AggregateOp {
                     .map(|v| Some(v.is_some_and(|v| v <= wm_us)))
                     .collect())
             }
+            EventKey::Session => {
+                let sk = self
+                    .session
+                    .as_ref()
+                    .ok_or_else(|| OpFailure("no session key".into()))?;
+                let t = timestamp_micros(rows.column(sk.time_index)).ok_or_else(|| {
+                    OpFailure("the session's time column is not a timestamp".into())
+                })?;
+                Ok(t.iter()
+                    .map(|v| Some(v.is_some_and(|v| v + sk.gap_us <= wm_us)))
+                    .collect())
+            }
             EventKey::Window(_, w) => {
                 let w = &self.windows[w];
                 let t = timestamp_micros(rows.column(w.time_index)).ok_or_else(|| {
@@ -510,6 +583,171 @@ impl AggregateOp {
                     .collect())
             }
         }
+    }
+
+    /// Partial rows in the state schema: sessions get their end column.
+    fn with_session_end(
+        &self,
+        partial: RecordBatch,
+    ) -> std::result::Result<RecordBatch, OpFailure> {
+        let Some(sk) = &self.session else {
+            return Ok(partial);
+        };
+        let starts = timestamp_micros(partial.column(sk.position))
+            .ok_or_else(|| OpFailure("the session start is not a timestamp".into()))?;
+        let ends: arrow::array::TimestampMicrosecondArray =
+            starts.iter().map(|s| s.map(|s| s + sk.gap_us)).collect();
+        let mut cols = partial.columns().to_vec();
+        cols.push(Arc::new(ends.with_data_type(sk.start_type.clone())));
+        Ok(RecordBatch::try_new_with_options(
+            self.state_schema.clone(),
+            cols,
+            &RecordBatchOptions::new().with_row_count(Some(partial.num_rows())),
+        )?)
+    }
+
+    /// Merges rows with equal keys: (merged state, touched by the new rows).
+    fn merge_groups(
+        &self,
+        all: &RecordBatch,
+        old_rows: usize,
+    ) -> std::result::Result<(RecordBatch, Vec<bool>), OpFailure> {
+        let key_schema = Arc::new(Schema::new(
+            self.state_schema.fields()[..self.n_keys].to_vec(),
+        ));
+        let mut groups = new_group_values(key_schema, &GroupOrdering::None)?;
+        let mut ids = Vec::with_capacity(all.num_rows());
+        groups.intern(&all.columns()[..self.n_keys], &mut ids)?;
+        let n_groups = groups.len();
+        let mut touched = vec![false; n_groups];
+        for g in &ids[old_rows..] {
+            touched[*g] = true;
+        }
+        let mut columns = groups.emit(EmitTo::All)?;
+        columns.extend(self.merge_states(all, &ids, n_groups)?);
+        let merged = RecordBatch::try_new_with_options(
+            self.state_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n_groups)),
+        )?;
+        Ok((merged, touched))
+    }
+
+    /// The aggregates' states of `all` merged into `n` groups.
+    fn merge_states(
+        &self,
+        all: &RecordBatch,
+        ids: &[usize],
+        n: usize,
+    ) -> std::result::Result<Vec<ArrayRef>, OpFailure> {
+        let mut out = Vec::new();
+        let mut col = self.n_keys;
+        for a in &self.aggs {
+            let n_state = a.state_fields()?.len();
+            let mut acc = accumulator(a)?;
+            acc.merge_batch(&all.columns()[col..col + n_state], ids, n)?;
+            out.extend(acc.state(EmitTo::All)?);
+            col += n_state;
+        }
+        Ok(out)
+    }
+
+    /// Merges sessions of equal keys that touch (`next.start <= end`):
+    /// (merged state, touched by the new rows, keys of old sessions merged
+    /// into an earlier one).
+    #[allow(clippy::type_complexity)]
+    fn merge_sessions(
+        &self,
+        all: &RecordBatch,
+        old_rows: usize,
+    ) -> std::result::Result<(RecordBatch, Vec<bool>, Option<RecordBatch>), OpFailure> {
+        let sk = self
+            .session
+            .as_ref()
+            .ok_or_else(|| OpFailure("no session key".into()))?;
+        let n = all.num_rows();
+        let pos = sk.position;
+        let end_col = all.num_columns() - 1;
+        let others: Vec<usize> = (0..self.n_keys).filter(|i| *i != pos).collect();
+        let mut kid = vec![0usize; n];
+        if !others.is_empty() {
+            let schema = Arc::new(Schema::new(
+                others
+                    .iter()
+                    .map(|i| self.state_schema.field(*i).clone())
+                    .collect::<Vec<_>>(),
+            ));
+            let mut g = new_group_values(schema, &GroupOrdering::None)?;
+            let cols: Vec<ArrayRef> = others.iter().map(|i| all.column(*i).clone()).collect();
+            kid.clear();
+            g.intern(&cols, &mut kid)?;
+        }
+        let starts = timestamp_micros(all.column(pos))
+            .ok_or_else(|| OpFailure("the session start is not a timestamp".into()))?;
+        let ends = timestamp_micros(all.column(end_col))
+            .ok_or_else(|| OpFailure("the session end is not a timestamp".into()))?;
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|i| (kid[*i], starts.value(*i)));
+        let mut sid = vec![0usize; n];
+        let mut first: Vec<u32> = Vec::new();
+        let mut s_start: Vec<i64> = Vec::new();
+        let mut s_end: Vec<i64> = Vec::new();
+        let mut touched: Vec<bool> = Vec::new();
+        let mut prev: Option<usize> = None;
+        for &i in &order {
+            let (s, e) = (starts.value(i), ends.value(i));
+            let same =
+                prev.is_some_and(|p| kid[p] == kid[i] && s <= *s_end.last().unwrap_or(&i64::MIN));
+            if !same {
+                first.push(i as u32);
+                s_start.push(s);
+                s_end.push(e);
+                touched.push(false);
+            } else if let Some(last) = s_end.last_mut() {
+                *last = (*last).max(e);
+            }
+            let id = first.len() - 1;
+            sid[i] = id;
+            if i >= old_rows {
+                touched[id] = true;
+            }
+            prev = Some(i);
+        }
+        let n_sessions = first.len();
+        let firsts = UInt32Array::from(first);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(all.num_columns());
+        for i in 0..self.n_keys {
+            if i == pos {
+                let a = arrow::array::TimestampMicrosecondArray::from(s_start.clone())
+                    .with_data_type(sk.start_type.clone());
+                columns.push(Arc::new(a));
+            } else {
+                columns.push(arrow::compute::take(all.column(i), &firsts, None)?);
+            }
+        }
+        columns.extend(self.merge_states(all, &sid, n_sessions)?);
+        let e = arrow::array::TimestampMicrosecondArray::from(s_end)
+            .with_data_type(sk.start_type.clone());
+        columns.push(Arc::new(e));
+        let merged = RecordBatch::try_new_with_options(
+            self.state_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n_sessions)),
+        )?;
+        // Old sessions whose start is no longer their session's start.
+        let replaced: Vec<u32> = (0..old_rows)
+            .filter(|i| starts.value(*i) != s_start[sid[*i]])
+            .map(|i| i as u32)
+            .collect();
+        let replaced = if replaced.is_empty() {
+            None
+        } else {
+            Some(arrow::compute::take_record_batch(
+                all,
+                &UInt32Array::from(replaced),
+            )?)
+        };
+        Ok((merged, touched, replaced))
     }
 
     /// Adds the window columns (one row per window it falls in).
@@ -559,6 +797,38 @@ impl AggregateOp {
                 &RecordBatchOptions::new().with_row_count(Some(n)),
             )?;
         }
+        if let Some(sk) = &self.session {
+            let micros = timestamp_micros(b.column(sk.time_index))
+                .ok_or_else(|| OpFailure("the session's time column is not a timestamp".into()))?;
+            // Rows without event time have no session.
+            if micros.null_count() > 0 {
+                let keep = arrow::compute::is_not_null(&micros)?;
+                b = filter_record_batch(&b, &keep)?;
+            }
+            let micros = timestamp_micros(b.column(sk.time_index))
+                .ok_or_else(|| OpFailure("the session's time column is not a timestamp".into()))?;
+            let mut cols = b.columns().to_vec();
+            cols.push(Arc::new(
+                arrow::array::TimestampMicrosecondArray::new(
+                    micros.values().clone(),
+                    micros.nulls().cloned(),
+                )
+                .with_data_type(sk.start_type.clone()),
+            ));
+            let n = b.num_rows();
+            let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            b = RecordBatch::try_new_with_options(
+                Arc::new(Schema::new_with_metadata(
+                    fields,
+                    self.prepared_schema.metadata().clone(),
+                )),
+                cols,
+                &RecordBatchOptions::new().with_row_count(Some(n)),
+            )?;
+        }
         if b.schema_ref() != &self.prepared_schema {
             let n = b.num_rows();
             b = RecordBatch::try_new_with_options(
@@ -585,6 +855,7 @@ impl AggregateOp {
                     .map(|starts| starts.iter().map(|s| s.map(|s| s + size)).collect())
             }
             EventKey::Column(pos, _) => timestamp_micros(rows.column(pos)),
+            EventKey::Session => timestamp_micros(rows.column(rows.num_columns() - 1)),
         }
         .ok_or_else(|| OpFailure("the event-time key is not a timestamp".into()))?;
         let wm_us = wm_ms.saturating_mul(1000);
@@ -600,6 +871,19 @@ impl AggregateOp {
         let mut columns: Vec<ArrayRef> = rows.columns()[..self.n_keys].to_vec();
         for w in &self.windows {
             columns[w.position] = window_struct(&columns[w.position], w)?;
+        }
+        if let Some(sk) = &self.session {
+            let DataType::Struct(fields) = &sk.struct_type else {
+                return Err(OpFailure("session window type is not a struct".into()));
+            };
+            let start = arrow::compute::cast(&columns[sk.position], fields[0].data_type())?;
+            let end =
+                arrow::compute::cast(rows.column(rows.num_columns() - 1), fields[1].data_type())?;
+            columns[sk.position] = Arc::new(StructArray::try_new(
+                fields.clone(),
+                vec![start, end],
+                None,
+            )?);
         }
         let ids: Vec<usize> = (0..n).collect();
         let mut col = self.n_keys;

@@ -1301,7 +1301,7 @@ fn check_windows(flow: &str, root: &ResolvedNode) -> Result<()> {
                         found = Some((expr_text(sub), "sliding window"));
                         return Ok(TreeNodeRecursion::Stop);
                     }
-                } else if session_window_call(sub).is_some() {
+                } else if session_window_call(sub).is_some() && !streaming_aggregate {
                     found = Some((expr_text(sub), "session window"));
                     return Ok(TreeNodeRecursion::Stop);
                 }
