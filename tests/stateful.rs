@@ -493,10 +493,9 @@ fn complete_mode_sorts_and_limits_after_the_aggregation() {
         .map(|(id, b)| {
             let mut rows = Vec::new();
             for batch in b {
-                let one = vec![batch.clone()];
                 // Keep the order the sink received.
                 for i in 0..batch.num_rows() {
-                    rows.push(rows_json(&[one[0].slice(i, 1)])[0].clone());
+                    rows.push(rows_json(&[batch.slice(i, 1)])[0].clone());
                 }
             }
             (*id, rows)
