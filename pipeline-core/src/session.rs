@@ -116,8 +116,9 @@ pub(crate) fn sql_context() -> &'static SessionContext {
 
 /// A DataFusion context with Spark's conventions and our streaming
 /// functions: STRING is plain Utf8, identifiers keep their case (resolution
-/// then matches names case-insensitively, like Spark), and `window` /
-/// `session_window` are registered. `config` carries the caller's own settings.
+/// then matches names case-insensitively, like Spark), `window` /
+/// `session_window` are registered, and Spark's aggregate names `first`,
+/// `last`, `approx_count_distinct` and `collect_list`. `config` carries the caller's own settings.
 pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) -> SessionContext {
     let opts = config.options_mut();
     opts.sql_parser.map_string_types_to_utf8view = false;
@@ -129,6 +130,20 @@ pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) 
             .as_ref()
             .clone(),
     );
+    // Spark's names for aggregates DataFusion calls otherwise, so SQL text
+    // such as "first(x)" or "collect_list(x)" works as in Spark.
+    use datafusion::functions_aggregate::{approx_distinct, array_agg, first_last};
+    for (udaf, name) in [
+        (first_last::first_value_udaf(), "first"),
+        (first_last::last_value_udaf(), "last"),
+        (
+            approx_distinct::approx_distinct_udaf(),
+            "approx_count_distinct",
+        ),
+        (array_agg::array_agg_udaf(), "collect_list"),
+    ] {
+        ctx.register_udaf(udaf.as_ref().clone().with_aliases([name]));
+    }
     ctx
 }
 

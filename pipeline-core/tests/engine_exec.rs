@@ -659,6 +659,45 @@ fn append_mode_emits_each_closed_window_once() {
 }
 
 #[test]
+fn every_streaming_aggregate_merges_across_batches() {
+    let df = stream("logs", "k STRING, n BIGINT")
+        .group_by(["k"])
+        .agg([
+            "count(*) AS c",
+            "sum(n) AS s",
+            "min(n) AS lo",
+            "max(n) AS hi",
+            "avg(n) AS a",
+            "first(n) AS f",
+            "last(n) AS l",
+            "approx_count_distinct(n) AS d",
+            "collect_list(n) AS all_n",
+        ])
+        .unwrap();
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, ks: &[&str], ns: &[i64]| {
+        RecordBatch::try_new(
+            plan.leaves()[0].schema.clone(),
+            vec![
+                Arc::new(StringArray::from(ks.to_vec())),
+                Arc::new(Int64Array::from(ns.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let update = batch_ctx(0, OutputMode::Update, None, None);
+    let b = mk(&plan, &["a", "a", "b"], &[5, 1, 7]);
+    let out = run_batch(&mut plan, vec![vec![b]], &update);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        ["a|2|6|1|5|3.0|5|1|2|[5, 1]", "b|1|7|7|7|7.0|7|7|1|[7]"]
+    );
+    let b = mk(&plan, &["a", "a"], &[9, 5]);
+    let out = run_batch(&mut plan, vec![vec![b]], &update);
+    assert_eq!(rows(&out.rows), ["a|4|20|1|9|5.0|5|5|3|[5, 1, 9, 5]"]);
+}
+
+#[test]
 fn streaming_drop_duplicates_emits_first_rows_only() {
     let df = stream("logs", "id STRING, n BIGINT")
         .drop_duplicates(Some(&["id"]))

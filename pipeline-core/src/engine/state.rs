@@ -97,20 +97,21 @@ impl StateStore {
 
     /// Records version `version`: the rows inserted or updated (`upserts`, in
     /// the state schema) and the keys removed (`removed`, the key columns
-    /// only); `full` is the whole state after the batch, written as a
-    /// snapshot every [`SNAPSHOT_EVERY`] versions. Rewriting a version (a
+    /// only); `full` is the whole state after the batch (in parts), written
+    /// as a snapshot every [`SNAPSHOT_EVERY`] versions. Rewriting a version (a
     /// replayed batch) replaces its files.
     pub fn commit(
         &self,
         version: u64,
         upserts: &RecordBatch,
         removed: &[ArrayRef],
-        full: &RecordBatch,
+        full: &[RecordBatch],
     ) -> Result<()> {
         let delta = self.delta_batch(upserts, removed)?;
         self.write(&self.path(version, "delta"), &delta)?;
         if version % SNAPSHOT_EVERY == SNAPSHOT_EVERY - 1 {
-            let snap = self.delta_batch(full, &[])?;
+            let full = concat_batches(&self.schema, full).map_err(|e| self.fail(e))?;
+            let snap = self.delta_batch(&full, &[])?;
             self.write(&self.path(version, "snapshot"), &snap)?;
         }
         Ok(())
@@ -366,7 +367,7 @@ mod tests {
                 &expected.values().copied().collect::<Vec<_>>(),
             );
             store
-                .commit(v, &rows(&[key.as_str()], &[n]), &removed, &full)
+                .commit(v, &rows(&[key.as_str()], &[n]), &removed, &[full])
                 .unwrap();
             let loaded = store.load(v).unwrap();
             let want: Vec<(String, i64)> = expected.iter().map(|(k, n)| (k.clone(), *n)).collect();
@@ -385,8 +386,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path(), schema(), 1).unwrap();
         let empty = rows(&[], &[]);
-        store.commit(0, &rows(&["a"], &[1]), &[], &empty).unwrap();
-        store.commit(1, &rows(&["a"], &[2]), &[], &empty).unwrap();
+        store
+            .commit(0, &rows(&["a"], &[1]), &[], std::slice::from_ref(&empty))
+            .unwrap();
+        store
+            .commit(1, &rows(&["a"], &[2]), &[], std::slice::from_ref(&empty))
+            .unwrap();
         fs::remove_file(dir.path().join("0.delta")).unwrap();
         let err = store.load(1).unwrap_err().to_string();
         assert!(err.contains("0.delta"), "{err}");

@@ -21,6 +21,7 @@ use arrow::array::{Array, ArrayRef, BooleanArray, StructArray, UInt32Array};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::TaskContext;
@@ -102,10 +103,27 @@ pub(crate) struct AggregateOp {
     state_schema: SchemaRef,
     output_schema: SchemaRef,
     event_key: Option<EventKey>,
-    state: RecordBatch,
+    /// The state, one batch per hash partition of the keys.
+    state: Vec<RecordBatch>,
     store: Option<StateStore>,
     pending: Option<(RecordBatch, Vec<ArrayRef>)>,
     progress: StateOperatorProgress,
+}
+
+/// Below this many rows (state and new) a batch merges on one thread.
+const PARALLEL_MERGE_ROWS: usize = 64 * 1024;
+
+/// The hash that places keys in state partitions (fixed: placement only
+/// matters within a process; the stored state is one set of rows).
+const HASH_STATE: RandomState = RandomState::with_seed(0x5eed);
+
+/// What merging one state partition produced.
+struct PartOut {
+    state: RecordBatch,
+    output: RecordBatch,
+    upserts: RecordBatch,
+    removed: Vec<ArrayRef>,
+    n_evicted: u64,
 }
 
 /// Finds the `Aggregate` in a resolved aggregate node's plan.
@@ -346,7 +364,7 @@ impl AggregateOp {
             partitions,
             aggs,
             n_keys,
-            state: RecordBatch::new_empty(state_schema.clone()),
+            state: vec![RecordBatch::new_empty(state_schema.clone()); partitions.max(1)],
             state_schema,
             output_schema,
             event_key,
@@ -379,10 +397,13 @@ impl AggregateOp {
     /// (None: no batch committed yet, empty state).
     pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
-        self.state = match version {
+        let loaded = match version {
             Some(v) => store.load(v)?,
             None => RecordBatch::new_empty(self.state_schema.clone()),
         };
+        self.state = self.split_by_key(&loaded).map_err(|e| {
+            Error::checkpoint(dir, format!("cannot partition the loaded state: {e}"))
+        })?;
         self.store = Some(store);
         Ok(())
     }
@@ -470,25 +491,151 @@ impl AggregateOp {
             _ => new,
         };
 
-        // 3. Merge into the state.
-        let old_rows = self.state.num_rows();
-        let all = concat_batches(&self.state_schema, [&self.state, &new]).map_err(|e| fail(&e))?;
+        // 3.-4. Merge into the state, emit, evict: per hash partition of the
+        // keys, in parallel when there is enough to do.
+        let parts_new = self.split_by_key(&new).map_err(|e| fail(&e))?;
+        let work: usize = parts_new.iter().map(|b| b.num_rows()).sum::<usize>()
+            + self.state.iter().map(|b| b.num_rows()).sum::<usize>();
+        let this = &*self;
+        let results: Vec<std::result::Result<PartOut, OpFailure>> =
+            if work < PARALLEL_MERGE_ROWS || parts_new.len() == 1 {
+                this.state
+                    .iter()
+                    .zip(&parts_new)
+                    .map(|(st, nw)| this.merge_part(st, nw, ctx))
+                    .collect()
+            } else {
+                std::thread::scope(|sc| {
+                    let handles: Vec<_> = this
+                        .state
+                        .iter()
+                        .zip(&parts_new)
+                        .map(|(st, nw)| sc.spawn(move || this.merge_part(st, nw, ctx)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(OpFailure("a state partition failed unexpectedly".into()))
+                            })
+                        })
+                        .collect()
+                })
+            };
+        let mut outputs = Vec::new();
+        let mut states = Vec::new();
+        let mut upserts = Vec::new();
+        let mut removed_parts: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut n_evicted = 0u64;
+        for r in results {
+            let r = r.map_err(|e| fail(&e))?;
+            if r.output.num_rows() > 0 {
+                outputs.push(r.output);
+            }
+            states.push(r.state);
+            upserts.push(r.upserts);
+            removed_parts.push(r.removed);
+            n_evicted += r.n_evicted;
+        }
+        self.state = states;
+        let upserts = concat_batches(&self.state_schema, &upserts).map_err(|e| fail(&e))?;
+        let removed: Vec<ArrayRef> = (0..self.n_keys)
+            .map(|k| {
+                let cols: Vec<&dyn Array> = removed_parts
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p[k].as_ref())
+                    .collect();
+                if cols.is_empty() {
+                    Ok(arrow::array::new_empty_array(
+                        self.state_schema.field(k).data_type(),
+                    ))
+                } else {
+                    arrow::compute::concat(&cols)
+                }
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| fail(&e))?;
+
+        self.progress = StateOperatorProgress {
+            operator: "aggregate".into(),
+            num_rows_total: self.state.iter().map(|b| b.num_rows() as u64).sum(),
+            num_rows_updated: upserts.num_rows() as u64,
+            num_rows_removed: n_evicted,
+            num_rows_dropped_by_watermark: dropped,
+            memory_used_bytes: self
+                .state
+                .iter()
+                .map(|b| b.get_array_memory_size() as u64)
+                .sum(),
+        };
+        self.pending = Some((upserts, removed));
+        Ok((outputs, late_rows))
+    }
+
+    /// Splits state-schema rows by the hash of their partition keys (every
+    /// key but a session window), one batch per state partition.
+    fn split_by_key(&self, rows: &RecordBatch) -> std::result::Result<Vec<RecordBatch>, OpFailure> {
+        let n = self.state.len().max(1);
+        let keys: Vec<ArrayRef> = (0..self.n_keys)
+            .filter(|i| self.session.as_ref().is_none_or(|sk| sk.position != *i))
+            .map(|i| rows.column(i).clone())
+            .collect();
+        if n == 1 || keys.is_empty() {
+            let mut v = vec![RecordBatch::new_empty(self.state_schema.clone()); n];
+            v[0] = rows.clone();
+            return Ok(v);
+        }
+        let mut hashes = vec![0u64; rows.num_rows()];
+        create_hashes(&keys, &HASH_STATE, &mut hashes)?;
+        let mut idx: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, h) in hashes.iter().enumerate() {
+            idx[(*h % n as u64) as usize].push(i as u32);
+        }
+        idx.into_iter()
+            .map(|ix| {
+                Ok(arrow::compute::take_record_batch(
+                    rows,
+                    &UInt32Array::from(ix),
+                )?)
+            })
+            .collect()
+    }
+
+    /// Merges one partition's new rows into its state; emits and evicts.
+    fn merge_part(
+        &self,
+        state: &RecordBatch,
+        new: &RecordBatch,
+        ctx: &BatchContext,
+    ) -> std::result::Result<PartOut, OpFailure> {
+        let old_rows = state.num_rows();
+        let all = concat_batches(&self.state_schema, [state, new])?;
+        if all.num_rows() == 0 {
+            // Nothing in this partition (some accumulators return no state
+            // columns for zero groups).
+            return Ok(PartOut {
+                state: all.clone(),
+                output: RecordBatch::new_empty(self.output_schema.clone()),
+                upserts: all,
+                removed: Vec::new(),
+                n_evicted: 0,
+            });
+        }
         let (merged, touched, replaced) = if self.session.is_some() {
-            self.merge_sessions(&all, old_rows).map_err(|e| fail(&e))?
+            self.merge_sessions(&all, old_rows)?
         } else {
-            let (m, t) = self.merge_groups(&all, old_rows).map_err(|e| fail(&e))?;
+            let (m, t) = self.merge_groups(&all, old_rows)?;
             (m, t, None)
         };
         let n_groups = merged.num_rows();
-
-        // 4. What the output mode emits, and what the watermark evicts.
         let evict = match (
             self.event_key,
             ctx.watermark_for_eviction_ms,
             ctx.output_mode,
         ) {
             (Some(k), Some(wm), OutputMode::Append | OutputMode::Update) => {
-                self.closed_mask(&merged, k, wm).map_err(|e| fail(&e))?
+                self.closed_mask(&merged, k, wm)?
             }
             _ => BooleanArray::from(vec![false; n_groups]),
         };
@@ -498,14 +645,13 @@ impl AggregateOp {
             OutputMode::Update => touched.clone(),
             OutputMode::Append => evict.clone(),
         };
-        let emitted = filter_record_batch(&merged, &emit).map_err(|e| fail(&e))?;
-        let output = self.finalize(&emitted).map_err(|e| fail(&e))?;
-
-        let keep = arrow::compute::not(&evict).map_err(|e| fail(&e))?;
-        let evicted = filter_record_batch(&merged, &evict).map_err(|e| fail(&e))?;
-        let upsert_mask = arrow::compute::and(&touched, &keep).map_err(|e| fail(&e))?;
-        let upserts = filter_record_batch(&merged, &upsert_mask).map_err(|e| fail(&e))?;
-        self.state = filter_record_batch(&merged, &keep).map_err(|e| fail(&e))?;
+        let emitted = filter_record_batch(&merged, &emit)?;
+        let output = self.finalize(&emitted)?;
+        let keep = arrow::compute::not(&evict)?;
+        let evicted = filter_record_batch(&merged, &evict)?;
+        let upsert_mask = arrow::compute::and(&touched, &keep)?;
+        let upserts = filter_record_batch(&merged, &upsert_mask)?;
+        let state = filter_record_batch(&merged, &keep)?;
         let mut removed: Vec<ArrayRef> = evicted.columns()[..self.n_keys].to_vec();
         if let Some(old) = replaced.filter(|r| r.num_rows() > 0) {
             // Sessions merged into another one: their old keys go.
@@ -513,25 +659,15 @@ impl AggregateOp {
                 .iter()
                 .zip(old.columns())
                 .map(|(a, b)| arrow::compute::concat(&[a.as_ref(), b.as_ref()]))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| fail(&e))?;
+                .collect::<std::result::Result<_, _>>()?;
         }
-
-        self.progress = StateOperatorProgress {
-            operator: "aggregate".into(),
-            num_rows_total: self.state.num_rows() as u64,
-            num_rows_updated: upserts.num_rows() as u64,
-            num_rows_removed: evicted.num_rows() as u64,
-            num_rows_dropped_by_watermark: dropped,
-            memory_used_bytes: self.state.get_array_memory_size() as u64,
-        };
-        self.pending = Some((upserts, removed));
-        let output = if output.num_rows() == 0 {
-            Vec::new()
-        } else {
-            vec![output]
-        };
-        Ok((output, late_rows))
+        Ok(PartOut {
+            state,
+            output,
+            upserts,
+            removed,
+            n_evicted: evicted.num_rows() as u64,
+        })
     }
 
     /// Input rows with at least one window (or event time) at or behind `wm_ms`.
@@ -868,6 +1004,9 @@ impl AggregateOp {
     /// Final values of the aggregates for state rows with distinct keys.
     fn finalize(&self, rows: &RecordBatch) -> std::result::Result<RecordBatch, OpFailure> {
         let n = rows.num_rows();
+        if n == 0 {
+            return Ok(RecordBatch::new_empty(self.output_schema.clone()));
+        }
         let mut columns: Vec<ArrayRef> = rows.columns()[..self.n_keys].to_vec();
         for w in &self.windows {
             columns[w.position] = window_struct(&columns[w.position], w)?;

@@ -177,7 +177,12 @@ impl DedupOp {
                 Vec::new(),
             )
         });
-        store.commit(version, &upserts, &removed, &self.state)?;
+        store.commit(
+            version,
+            &upserts,
+            &removed,
+            std::slice::from_ref(&self.state),
+        )?;
         if version % 100 == 99 {
             store.purge(version.saturating_sub(100))?;
         }

@@ -317,7 +317,12 @@ impl JoinOp {
                     Vec::new(),
                 )
             });
-            store.commit(version, &upserts, &removed, &side.rows)?;
+            store.commit(
+                version,
+                &upserts,
+                &removed,
+                std::slice::from_ref(&side.rows),
+            )?;
             if version % 100 == 99 {
                 store.purge(version.saturating_sub(100))?;
             }
