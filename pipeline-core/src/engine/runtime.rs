@@ -281,6 +281,39 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
     }
 }
 
+fn injected() -> std::sync::MutexGuard<'static, Vec<(String, String, u64)>> {
+    static FAILURES: std::sync::OnceLock<std::sync::Mutex<Vec<(String, String, u64)>>> =
+        std::sync::OnceLock::new();
+    FAILURES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes the run of flow `flow` fail once, with an error, when it reaches
+/// `point` (`after_offsets` or `before_commit`) in batch `batch` — a crash
+/// for in-process tests: the next run recovers from the checkpoint.
+pub fn inject_failure(flow: &str, point: &str, batch: u64) {
+    injected().push((flow.to_string(), point.to_string(), batch));
+}
+
+/// Fails (once) where [`inject_failure`] asked, and aborts where
+/// `PIPELINES_FAULT` asks ([`fault_point`]).
+fn checkpoint_step(flow: &str, point: &str, batch: u64) -> Result<()> {
+    fault_point(flow, point, batch);
+    let mut list = injected();
+    if let Some(i) = list
+        .iter()
+        .position(|(f, p, b)| f == flow && p == point && *b == batch)
+    {
+        list.remove(i);
+        return Err(Error::runtime(format!(
+            "flow `{flow}`: injected failure at {point} of batch {batch}"
+        )));
+    }
+    Ok(())
+}
+
 /// Aborts the process at a named point when `PIPELINES_FAULT=<point>:<batch>`
 /// (optionally `<flow>/<point>:<batch>`) is set: the crash-recovery tests use
 /// it to kill a pipeline between two steps of the batch protocol.
@@ -672,7 +705,7 @@ impl StreamingQuery {
         let latest_offset_ms = ms(started.elapsed());
         let n = self.next_batch;
         self.log_offsets(n, &ends)?;
-        fault_point(&self.flow.def.name, "after_offsets", n);
+        checkpoint_step(&self.flow.def.name, "after_offsets", n)?;
         self.run_batch(n, ends, false, started, latest_offset_ms)
             .await?;
         Ok(true)
@@ -773,7 +806,7 @@ impl StreamingQuery {
         let sink_done = Instant::now();
         durations.add_batch = ms(sink_done - exec_done);
         self.compiled.commit_state(n)?;
-        fault_point(&self.flow.def.name, "before_commit", n);
+        checkpoint_step(&self.flow.def.name, "before_commit", n)?;
 
         // Commit.
         self.checkpoint.write_commit(
