@@ -120,34 +120,46 @@ fn iso_ms(text: &str) -> i64 {
         .timestamp_millis()
 }
 
-/// Runs `build` as flow `case` in `mode` over the case's inputs and compares
-/// every batch with Spark's.
-fn check_case(
-    case: &str,
-    mode: OutputMode,
-    build: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
-) {
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture(case).join("expected.json")).unwrap(),
-    )
-    .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// A case's `expected.json`.
+fn load_expected(case: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(case).join("expected.json")).unwrap())
+        .unwrap()
+}
+
+/// Spark's rows per batch, each batch's rows sorted.
+fn expected_batches(expected: &Value) -> Vec<(u64, Vec<Value>)> {
+    expected["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let mut rows = b["rows"].as_array().unwrap().clone();
+            rows.sort_by_key(|v| v.to_string());
+            (b["batch_id"].as_u64().unwrap(), rows)
+        })
+        .collect()
+}
+
+/// Copies every input directory of a case into `dir`.
+fn prepare_inputs(case: &str, dir: &Path) {
     for sub in ["input", "input_left", "input_right"] {
         if fixture(case).join(sub).exists() {
             copy_inputs(&fixture(case).join(sub), &dir.join(sub));
         }
     }
-    let sink = format!("stateful_{case}");
-    let seen: Arc<Mutex<Batches>> = Arc::default();
-    let s2 = seen.clone();
-    dp::engine::sinks::register_foreach_batch(&sink, move |batches: &[RecordBatch], id: u64| {
-        s2.lock().unwrap().push((id, batches.to_vec()));
-        Ok(())
-    });
-    // The flow declares its output mode as a user would: an update flow for
-    // update mode, `pipelines.outputMode` for complete mode.
-    let mut flow = dp::FlowDef::append(case, &sink, dp::Query::new(build));
+}
+
+/// The graph of one flow `name` into the foreach-batch sink `sink`,
+/// declaring its output mode as a user would: an update flow for update
+/// mode, `pipelines.outputMode` for complete mode.
+fn case_graph(
+    dir: &Path,
+    name: &str,
+    sink: &str,
+    mode: OutputMode,
+    query: dp::Query,
+) -> dp::graph::PipelineGraph {
+    let mut flow = dp::FlowDef::append(name, sink, query);
     match mode {
         OutputMode::Append => {}
         OutputMode::Update => flow.kind = dp::registry::FlowKind::Update,
@@ -157,7 +169,7 @@ fn check_case(
         }
     }
     let p = dp::Pipeline::new().flow(flow).create_sink(
-        &sink,
+        sink,
         "foreach_batch",
         Vec::<(String, String)>::new(),
     );
@@ -167,7 +179,29 @@ fn check_case(
     )
     .unwrap();
     let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
-    assert_eq!(graph.flows[case].output_mode, mode);
+    assert_eq!(graph.flows[name].output_mode, mode);
+    graph
+}
+
+/// Runs `build` as flow `case` in `mode` over the case's inputs and compares
+/// every batch with Spark's.
+fn check_case(
+    case: &str,
+    mode: OutputMode,
+    build: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
+) {
+    let expected = load_expected(case);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    prepare_inputs(case, dir);
+    let sink = format!("stateful_{case}");
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let s2 = seen.clone();
+    dp::engine::sinks::register_foreach_batch(&sink, move |batches: &[RecordBatch], id: u64| {
+        s2.lock().unwrap().push((id, batches.to_vec()));
+        Ok(())
+    });
+    let graph = case_graph(dir, case, &sink, mode, dp::Query::new(build));
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
 
     // Rows per batch.
@@ -177,16 +211,7 @@ fn check_case(
         .iter()
         .map(|(id, b)| (*id, rows_json(b)))
         .collect();
-    let want: Vec<(u64, Vec<Value>)> = expected["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| {
-            let mut rows = b["rows"].as_array().unwrap().clone();
-            rows.sort_by_key(|v| v.to_string());
-            (b["batch_id"].as_u64().unwrap(), rows)
-        })
-        .collect();
+    let want = expected_batches(&expected);
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g, w, "{case}: batch {} differs from Spark", w.0);
     }
@@ -557,17 +582,10 @@ fn check_case_with_restart(
     mode: OutputMode,
     build: impl Fn(&Session) -> dp::Result<DataFrame> + Clone + Send + Sync + 'static,
 ) {
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture(case).join("expected.json")).unwrap(),
-    )
-    .unwrap();
+    let expected = load_expected(case);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    for sub in ["input", "input_left", "input_right"] {
-        if fixture(case).join(sub).exists() {
-            copy_inputs(&fixture(case).join(sub), &dir.join(sub));
-        }
-    }
+    prepare_inputs(case, dir);
     let flow_name = format!("restart_{case}");
     let sink = format!("restart_{case}_sink");
     let seen: Arc<Mutex<BTreeMap<u64, Vec<RecordBatch>>>> = Arc::default();
@@ -580,21 +598,7 @@ fn check_case_with_restart(
     dp::engine::runtime::inject_failure(&flow_name, "after_offsets", 1);
     let mut failures = 0;
     for _ in 0..3 {
-        let mut flow = dp::FlowDef::append(&flow_name, &sink, dp::Query::new(build.clone()));
-        if mode == OutputMode::Update {
-            flow.kind = dp::registry::FlowKind::Update;
-        }
-        let p = dp::Pipeline::new().flow(flow).create_sink(
-            &sink,
-            "foreach_batch",
-            Vec::<(String, String)>::new(),
-        );
-        let spec = dp::spec::parse_str(
-            "name: restart\nstorage: ./storage\n",
-            &dir.join("pipeline.yml"),
-        )
-        .unwrap();
-        let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+        let graph = case_graph(dir, &flow_name, &sink, mode, dp::Query::new(build.clone()));
         match run(&graph, &RunOptions::new(dir, dir.join("storage"))) {
             Ok(_) => break,
             Err(e) => {

@@ -33,6 +33,10 @@ use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use crate::engine::checkpoint::write_atomic;
 use crate::error::{Error, Result};
 
+/// An operator's changes in one batch: rows inserted or updated (state
+/// schema), and the key columns of removed keys.
+pub type StateChanges = (RecordBatch, Vec<ArrayRef>);
+
 /// A full snapshot is written every this many versions.
 pub const SNAPSHOT_EVERY: u64 = 10;
 
@@ -113,6 +117,33 @@ impl StateStore {
             let full = concat_batches(&self.schema, full).map_err(|e| self.fail(e))?;
             let snap = self.delta_batch(&full, &[])?;
             self.write(&self.path(version, "snapshot"), &snap)?;
+        }
+        Ok(())
+    }
+
+    /// The state after batch `version`, or an empty state when no batch is
+    /// committed yet (`None`).
+    pub fn load_or_empty(&self, version: Option<u64>) -> Result<RecordBatch> {
+        match version {
+            Some(v) => self.load(v),
+            None => Ok(RecordBatch::new_empty(self.schema.clone())),
+        }
+    }
+
+    /// Records version `version` from an operator's pending changes (none:
+    /// an empty delta, so every version exists), and every 100 versions
+    /// deletes the files older versions no longer need.
+    pub fn commit_changes(
+        &self,
+        version: u64,
+        changes: Option<StateChanges>,
+        full: &[RecordBatch],
+    ) -> Result<()> {
+        let (upserts, removed) =
+            changes.unwrap_or_else(|| (RecordBatch::new_empty(self.schema.clone()), Vec::new()));
+        self.commit(version, &upserts, &removed, full)?;
+        if version % 100 == 99 {
+            self.purge(version.saturating_sub(100))?;
         }
         Ok(())
     }

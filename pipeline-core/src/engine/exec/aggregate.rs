@@ -39,7 +39,7 @@ use datafusion::prelude::SessionContext;
 use super::leaf::SlotTable;
 use super::watermark::timestamp_micros;
 use super::{poll_once, run_partitioned, BatchContext, OpFailure, StateOperatorProgress};
-use crate::engine::state::StateStore;
+use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
 use crate::plan::functions::{session_window_call, window_call, window_struct_type};
@@ -106,7 +106,7 @@ pub(crate) struct AggregateOp {
     /// The state, one batch per hash partition of the keys.
     state: Vec<RecordBatch>,
     store: Option<StateStore>,
-    pending: Option<(RecordBatch, Vec<ArrayRef>)>,
+    pending: Option<StateChanges>,
     progress: StateOperatorProgress,
 }
 
@@ -168,27 +168,9 @@ impl AggregateOp {
                         "`{name}` is a second session window in one group_by; group by one session window"
                     )));
                 }
-                let Expr::Column(c) = &sw.time_column else {
-                    return Err(fail(format!(
-                        "the time column of session window `{name}` must be a column; add it with with_column first"
-                    )));
-                };
-                let time_index = child_schema
-                    .index_of(&c.name)
-                    .map_err(|_| fail(format!("unknown time column `{}`", c.name)))?;
-                let time_field = child_schema.field(time_index);
-                let struct_type = window_struct_type(time_field.data_type()).ok_or_else(|| {
-                    fail(format!(
-                        "the time column `{}` of `{name}` is not a timestamp",
-                        c.name
-                    ))
-                })?;
-                let start_type = match &struct_type {
-                    DataType::Struct(f) => f[0].data_type().clone(),
-                    other => other.clone(),
-                };
-                if time_field.metadata().contains_key(WATERMARK_METADATA_KEY) && event_key.is_none()
-                {
+                let t = event_time_column(child_schema, &sw.time_column, &name).map_err(&fail)?;
+                let (time_index, struct_type, start_type) = (t.index, t.struct_type, t.start_type);
+                if t.watermarked && event_key.is_none() {
                     event_key = Some(EventKey::Session);
                 }
                 prepared.push(Field::new("__session", start_type.clone(), true));
@@ -203,33 +185,15 @@ impl AggregateOp {
                 continue;
             }
             if let Some(w) = window_call(e) {
-                let Expr::Column(c) = &w.time_column else {
-                    return Err(fail(format!(
-                        "the time column of window key `{name}` must be a column; add it with with_column first"
-                    )));
-                };
-                let time_index = child_schema
-                    .index_of(&c.name)
-                    .map_err(|_| fail(format!("unknown time column `{}`", c.name)))?;
-                let time_field = child_schema.field(time_index);
-                let struct_type = window_struct_type(time_field.data_type()).ok_or_else(|| {
-                    fail(format!(
-                        "the time column `{}` of `{name}` is not a timestamp",
-                        c.name
-                    ))
-                })?;
-                if time_field.metadata().contains_key(WATERMARK_METADATA_KEY) && event_key.is_none()
-                {
+                let t = event_time_column(child_schema, &w.time_column, &name).map_err(&fail)?;
+                let (time_index, struct_type, start_type) = (t.index, t.struct_type, t.start_type);
+                if t.watermarked && event_key.is_none() {
                     event_key = Some(EventKey::Window(pos, windows.len()));
                 }
                 // Groups are keyed by the window's start (a primitive key
                 // groups much faster than a struct); the struct is built
                 // for the output.
                 let col_name = format!("__window{}", windows.len());
-                let start_type = match &struct_type {
-                    DataType::Struct(f) => f[0].data_type().clone(),
-                    other => other.clone(),
-                };
                 prepared.push(Field::new(&col_name, start_type.clone(), true));
                 windows.push(WindowKey {
                     time_index,
@@ -397,10 +361,7 @@ impl AggregateOp {
     /// (None: no batch committed yet, empty state).
     pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
-        let loaded = match version {
-            Some(v) => store.load(v)?,
-            None => RecordBatch::new_empty(self.state_schema.clone()),
-        };
+        let loaded = store.load_or_empty(version)?;
         self.state = self.split_by_key(&loaded).map_err(|e| {
             Error::checkpoint(dir, format!("cannot partition the loaded state: {e}"))
         })?;
@@ -413,17 +374,7 @@ impl AggregateOp {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let (upserts, removed) = self.pending.take().unwrap_or_else(|| {
-            (
-                RecordBatch::new_empty(self.state_schema.clone()),
-                Vec::new(),
-            )
-        });
-        store.commit(version, &upserts, &removed, &self.state)?;
-        if version % 100 == 99 {
-            store.purge(version.saturating_sub(100))?;
-        }
-        Ok(())
+        store.commit_changes(version, self.pending.take(), &self.state)
     }
 
     /// The progress of the last batch.
@@ -1069,6 +1020,47 @@ fn window_struct(starts: &ArrayRef, w: &WindowKey) -> std::result::Result<ArrayR
         vec![start_arr, end_arr],
         starts.nulls().cloned(),
     )?))
+}
+
+/// The event-time column of a window or session window key.
+struct EventTimeColumn {
+    index: usize,
+    struct_type: DataType,
+    start_type: DataType,
+    watermarked: bool,
+}
+
+/// Finds the time column `time` of window key `name` in the input.
+fn event_time_column(
+    input: &SchemaRef,
+    time: &Expr,
+    name: &str,
+) -> std::result::Result<EventTimeColumn, String> {
+    let Expr::Column(c) = time else {
+        return Err(format!(
+            "the time column of window key `{name}` must be a column; add it with with_column first"
+        ));
+    };
+    let index = input
+        .index_of(&c.name)
+        .map_err(|_| format!("unknown time column `{}`", c.name))?;
+    let field = input.field(index);
+    let struct_type = window_struct_type(field.data_type()).ok_or_else(|| {
+        format!(
+            "the time column `{}` of `{name}` is not a timestamp",
+            c.name
+        )
+    })?;
+    let start_type = match &struct_type {
+        DataType::Struct(f) => f[0].data_type().clone(),
+        other => other.clone(),
+    };
+    Ok(EventTimeColumn {
+        index,
+        struct_type,
+        start_type,
+        watermarked: field.metadata().contains_key(WATERMARK_METADATA_KEY),
+    })
 }
 
 fn strip_alias(e: &Expr) -> &Expr {

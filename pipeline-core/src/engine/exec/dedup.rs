@@ -21,7 +21,7 @@ use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
 use super::watermark::timestamp_micros;
 use super::{BatchContext, OpFailure, StateOperatorProgress};
-use crate::engine::state::StateStore;
+use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, Result};
 use crate::plan::WATERMARK_METADATA_KEY;
 
@@ -43,7 +43,7 @@ pub(crate) struct DedupOp {
     n_keys: usize,
     state: RecordBatch,
     store: Option<StateStore>,
-    pending: Option<(RecordBatch, Vec<ArrayRef>)>,
+    pending: Option<StateChanges>,
     progress: StateOperatorProgress,
 }
 
@@ -158,10 +158,7 @@ impl DedupOp {
     /// Opens the state at `dir` and loads batch `version`'s state.
     pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
-        self.state = match version {
-            Some(v) => store.load(v)?,
-            None => RecordBatch::new_empty(self.state_schema.clone()),
-        };
+        self.state = store.load_or_empty(version)?;
         self.store = Some(store);
         Ok(())
     }
@@ -171,22 +168,11 @@ impl DedupOp {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let (upserts, removed) = self.pending.take().unwrap_or_else(|| {
-            (
-                RecordBatch::new_empty(self.state_schema.clone()),
-                Vec::new(),
-            )
-        });
-        store.commit(
+        store.commit_changes(
             version,
-            &upserts,
-            &removed,
+            self.pending.take(),
             std::slice::from_ref(&self.state),
-        )?;
-        if version % 100 == 99 {
-            store.purge(version.saturating_sub(100))?;
-        }
-        Ok(())
+        )
     }
 
     /// The progress of the last batch.

@@ -34,7 +34,7 @@ use datafusion::prelude::SessionContext;
 use super::leaf::{PartitionedRows, SlotTable};
 use super::watermark::timestamp_micros;
 use super::{poll_once, rebind, BatchContext, OpFailure, StateOperatorProgress};
-use crate::engine::state::StateStore;
+use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, PlanError, Result};
 use crate::plan::{JoinType, WATERMARK_METADATA_KEY};
 
@@ -69,7 +69,7 @@ struct Side {
     bound: Option<Bound>,
     rows: RecordBatch,
     store: Option<StateStore>,
-    pending: Option<(RecordBatch, Vec<ArrayRef>)>,
+    pending: Option<StateChanges>,
 }
 
 impl Side {
@@ -298,10 +298,7 @@ impl JoinOp {
     pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
         for side in [&mut self.left, &mut self.right] {
             let store = StateStore::open(&dir.join(side.name), side.state_schema.clone(), 1)?;
-            side.rows = match version {
-                Some(v) => store.load(v)?,
-                None => RecordBatch::new_empty(side.state_schema.clone()),
-            };
+            side.rows = store.load_or_empty(version)?;
             side.store = Some(store);
         }
         Ok(())
@@ -311,21 +308,11 @@ impl JoinOp {
     pub(crate) fn commit(&mut self, version: u64) -> Result<()> {
         for side in [&mut self.left, &mut self.right] {
             let Some(store) = &side.store else { continue };
-            let (upserts, removed) = side.pending.take().unwrap_or_else(|| {
-                (
-                    RecordBatch::new_empty(side.state_schema.clone()),
-                    Vec::new(),
-                )
-            });
-            store.commit(
+            store.commit_changes(
                 version,
-                &upserts,
-                &removed,
+                side.pending.take(),
                 std::slice::from_ref(&side.rows),
             )?;
-            if version % 100 == 99 {
-                store.purge(version.saturating_sub(100))?;
-            }
         }
         Ok(())
     }
