@@ -7,7 +7,8 @@
 //!
 //! - `with_watermark` passes rows on and reports the maximum event time it
 //!   saw ([`watermark`] turns that into the next batch's watermark);
-//! - a streaming aggregation (`aggregate`) and deduplication (`dedup`) keep
+//! - a streaming aggregation (`aggregate`: tumbling, sliding and session
+//!   windows), deduplication (`dedup`) and stream-stream join (`join`) keep
 //!   state across batches in a versioned [`crate::engine::state::StateStore`].
 //!
 //! [`CompiledPlan::execute_batch`] runs the stages bottom-up over one batch:
@@ -18,10 +19,11 @@
 //! ([`BatchContext`]). Nothing is re-planned per batch, so a small batch
 //! costs tens of microseconds, not the milliseconds of planning a query.
 //!
-//! Not supported on streams yet (refused by [`CompiledPlan::compile`] with a
-//! typed error): stream-stream joins, session windows, and limit/order_by
-//! without an aggregation below them. Batch plans (materialized views, once
-//! flows) may use every operator.
+//! Refused on streams by [`CompiledPlan::compile`] with a typed error:
+//! limit/order_by without an aggregation below them, a stream-stream left
+//! anti join, and sliding or session windows outside an aggregation (the
+//! graph's query checks report these and the output-mode rules first).
+//! Batch plans (materialized views, once flows) may use every operator.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -275,11 +277,12 @@ impl CompiledPlan {
     /// execution with `partitions` parallel partitions (DataFusion's
     /// `target_partitions`; 2 on a 2-core machine).
     ///
-    /// Streaming aggregations and deduplications become stateful operators
-    /// between DataFusion stages. Fails with a [`PlanError`] naming the flow
-    /// for what this engine cannot run on a stream yet: stream-stream
-    /// joins, limit, session windows, and outer joins whose outer side is
-    /// static. Batch plans may use every operator.
+    /// Watermarks, streaming aggregations, deduplications and stream-stream
+    /// joins become stateful operators between DataFusion stages. Fails with
+    /// a [`PlanError`] naming the flow for what cannot run on a stream:
+    /// limit or order_by without an aggregation, a stream-stream left anti
+    /// join, outer joins whose outer side is static. Batch plans may use
+    /// every operator.
     pub fn compile(
         flow: &str,
         plan: &DataFrame,
