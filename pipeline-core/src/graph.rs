@@ -140,6 +140,23 @@ impl Catalog for SchemaCatalog<'_> {
     }
 }
 
+/// `schema` without the watermark marks of its fields.
+fn without_watermarks(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut md = f.metadata().clone();
+            md.remove(crate::plan::WATERMARK_METADATA_KEY);
+            f.as_ref().clone().with_metadata(md)
+        })
+        .collect();
+    std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    ))
+}
+
 /// Builds and validates the pipeline graph, returning every problem found.
 pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     let mut diags = Diagnostics::default();
@@ -678,7 +695,9 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                             );
                         }
                     } else {
-                        schemas.insert(target.name.clone(), schema.clone());
+                        // A dataset's rows carry no watermark: a flow reading
+                        // it declares its own (as in Spark).
+                        schemas.insert(target.name.clone(), without_watermarks(&schema));
                         schema_source.insert(target.name.clone(), f.name.clone());
                     }
                 }
