@@ -651,7 +651,9 @@ impl FormatWriter {
                 b.into_inner().map_err(|e| Error::runtime(e.to_string()))?
             }
         };
-        file.sync_all().map_err(|e| Error::runtime(e.to_string()))?;
+        if crate::engine::checkpoint::fsync_enabled() {
+            file.sync_all().map_err(|e| Error::runtime(e.to_string()))?;
+        }
         Ok(())
     }
 }
