@@ -28,11 +28,11 @@ use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use super::manifest::{self, PipelinesTag, SinkFileStatus, METADATA_DIR};
+use super::parquet_writer::{encode_threads, ParallelParquetWriter};
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -584,7 +584,7 @@ fn file_schema(batches: &[RecordBatch]) -> SchemaRef {
 
 /// An open data file.
 enum FormatWriter {
-    Parquet(ArrowWriter<fs::File>, SchemaRef),
+    Parquet(Box<ParallelParquetWriter>, SchemaRef),
     Json(
         arrow::json::LineDelimitedWriter<BufWriter<fs::File>>,
         SchemaRef,
@@ -602,7 +602,12 @@ impl FormatWriter {
                     .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
                     .build();
                 FormatWriter::Parquet(
-                    ArrowWriter::try_new(file, Arc::clone(schema), Some(props))?,
+                    Box::new(ParallelParquetWriter::try_new(
+                        file,
+                        Arc::clone(schema),
+                        props,
+                        encode_threads(),
+                    )?),
                     Arc::clone(schema),
                 )
             }
