@@ -20,6 +20,10 @@ use parquet::errors::{ParquetError, Result};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 
+/// Row groups are collected up to this many bytes (in memory) and then
+/// encoded together, every column of every row group being one task.
+const ENCODE_AHEAD_BYTES: usize = 256 << 20;
+
 /// Writes one parquet file; see the module documentation.
 pub(crate) struct ParallelParquetWriter {
     writer: SerializedFileWriter<File>,
@@ -32,7 +36,17 @@ pub(crate) struct ParallelParquetWriter {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     pending_bytes: usize,
+    /// Complete row groups not encoded yet.
+    ready: Vec<Vec<RecordBatch>>,
+    ready_bytes: usize,
     row_groups: usize,
+}
+
+/// One column chunk to encode.
+struct Job {
+    writer: Option<ArrowColumnWriter>,
+    leaves: Vec<ArrowLeafColumn>,
+    cost: usize,
 }
 
 impl ParallelParquetWriter {
@@ -56,11 +70,13 @@ impl ParallelParquetWriter {
             pending: Vec::new(),
             pending_rows: 0,
             pending_bytes: 0,
+            ready: Vec::new(),
+            ready_bytes: 0,
             row_groups: 0,
         })
     }
 
-    /// Buffers `batch`; full row groups are encoded and written.
+    /// Buffers `batch`; row groups are encoded and written in bunches.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut batch = batch.clone();
         while batch.num_rows() > 0 {
@@ -72,74 +88,102 @@ impl ParallelParquetWriter {
             self.pending_bytes += head
                 .columns()
                 .iter()
-                .map(|c| c.get_buffer_memory_size())
+                .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
                 .sum::<usize>();
             self.pending_rows += head.num_rows();
             self.pending.push(head);
             if self.pending_rows >= self.max_rows || self.pending_bytes >= self.max_bytes {
-                self.flush()?;
+                self.close_row_group();
+                if self.ready_bytes >= ENCODE_AHEAD_BYTES {
+                    self.encode_ready()?;
+                }
             }
         }
         Ok(())
     }
 
-    /// Encodes the buffered rows as one row group.
-    fn flush(&mut self) -> Result<()> {
+    /// Ends the row group being collected.
+    fn close_row_group(&mut self) {
         if self.pending_rows == 0 {
-            return Ok(());
+            return;
         }
-        let batches = std::mem::take(&mut self.pending);
+        self.ready.push(std::mem::take(&mut self.pending));
+        self.ready_bytes += self.pending_bytes;
         self.pending_rows = 0;
         self.pending_bytes = 0;
-        let writers = self.factory.create_column_writers(self.row_groups)?;
-        self.row_groups += 1;
-        // The leaves of every column, in the writers' order.
-        let mut leaves: Vec<Vec<ArrowLeafColumn>> = Vec::new();
-        let mut cost: Vec<usize> = Vec::new();
-        for (i, field) in self.schema.fields().iter().enumerate() {
-            let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::new();
-            let mut bytes = 0usize;
-            for b in &batches {
-                let col = b.column(i);
-                bytes += col.get_buffer_memory_size();
-                for (k, leaf) in compute_leaves(field, col)?.into_iter().enumerate() {
-                    if per_leaf.len() <= k {
-                        per_leaf.push(Vec::new());
+    }
+
+    /// Encodes the complete row groups (all their columns concurrently)
+    /// and appends them to the file in order.
+    fn encode_ready(&mut self) -> Result<()> {
+        let groups = std::mem::take(&mut self.ready);
+        self.ready_bytes = 0;
+        let mut jobs: Vec<Vec<Mutex<Job>>> = Vec::with_capacity(groups.len());
+        for batches in &groups {
+            let writers = self.factory.create_column_writers(self.row_groups)?;
+            self.row_groups += 1;
+            // The leaves of every column, in the writers' order.
+            let mut leaves: Vec<(Vec<ArrowLeafColumn>, usize)> = Vec::new();
+            for (i, field) in self.schema.fields().iter().enumerate() {
+                let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::new();
+                let mut bytes = 0usize;
+                for b in batches {
+                    let col = b.column(i);
+                    bytes += col.to_data().get_slice_memory_size().unwrap_or(0);
+                    for (k, leaf) in compute_leaves(field, col)?.into_iter().enumerate() {
+                        if per_leaf.len() <= k {
+                            per_leaf.push(Vec::new());
+                        }
+                        per_leaf[k].push(leaf);
                     }
-                    per_leaf[k].push(leaf);
                 }
+                let n = per_leaf.len().max(1);
+                leaves.extend(per_leaf.into_iter().map(|l| (l, bytes / n)));
             }
-            let n = per_leaf.len().max(1);
-            for l in per_leaf {
-                leaves.push(l);
-                cost.push(bytes / n);
+            if leaves.len() != writers.len() {
+                return Err(ParquetError::General(format!(
+                    "internal error: {} leaf columns for {} column writers",
+                    leaves.len(),
+                    writers.len()
+                )));
+            }
+            jobs.push(
+                writers
+                    .into_iter()
+                    .zip(leaves)
+                    .map(|(w, (leaves, cost))| {
+                        Mutex::new(Job {
+                            writer: Some(w),
+                            leaves,
+                            cost,
+                        })
+                    })
+                    .collect(),
+            );
+        }
+        drop(groups);
+        // Heaviest chunks first, handed out to the threads as they free up.
+        let mut order: Vec<(usize, usize, usize)> = Vec::new();
+        for (g, cols) in jobs.iter().enumerate() {
+            for (c, job) in cols.iter().enumerate() {
+                let cost = job.lock().map(|j| j.cost).unwrap_or(0);
+                order.push((cost, g, c));
             }
         }
-        if leaves.len() != writers.len() {
-            return Err(ParquetError::General(format!(
-                "internal error: {} leaf columns for {} column writers",
-                leaves.len(),
-                writers.len()
-            )));
-        }
-        // Heaviest columns first, handed out to the threads as they free up.
-        let mut order: Vec<usize> = (0..writers.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(cost[i]));
-        type Job = (Option<ArrowColumnWriter>, Vec<ArrowLeafColumn>);
-        let jobs: Vec<Mutex<Job>> = writers
-            .into_iter()
-            .zip(leaves)
-            .map(|(w, l)| Mutex::new((Some(w), l)))
+        order.sort_by_key(|&(cost, g, c)| (std::cmp::Reverse(cost), g, c));
+        let results: Vec<Vec<Mutex<Option<Result<ArrowColumnChunk>>>>> = jobs
+            .iter()
+            .map(|cols| cols.iter().map(|_| Mutex::new(None)).collect())
             .collect();
-        let results: Vec<Mutex<Option<Result<ArrowColumnChunk>>>> =
-            jobs.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let work = || loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&i) = order.get(k) else { break };
+            let Some(&(_, g, c)) = order.get(k) else {
+                break;
+            };
             let (writer, leaves) = {
-                let mut job = jobs[i].lock().unwrap_or_else(|e| e.into_inner());
-                (job.0.take(), std::mem::take(&mut job.1))
+                let mut job = jobs[g][c].lock().unwrap_or_else(|e| e.into_inner());
+                (job.writer.take(), std::mem::take(&mut job.leaves))
             };
             let r = match writer {
                 Some(mut w) => (|| {
@@ -152,7 +196,7 @@ impl ParallelParquetWriter {
                     "internal error: column written twice".into(),
                 )),
             };
-            *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
         };
         let threads = self.threads.min(order.len()).max(1);
         if threads == 1 {
@@ -165,24 +209,27 @@ impl ParallelParquetWriter {
                 work();
             });
         }
-        let mut rg = self.writer.next_row_group()?;
-        for r in results {
-            match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                Some(chunk) => chunk?.append_to_row_group(&mut rg)?,
-                None => {
-                    return Err(ParquetError::General(
-                        "internal error: a column was not encoded".into(),
-                    ))
+        for group in results {
+            let mut rg = self.writer.next_row_group()?;
+            for r in group {
+                match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                    Some(chunk) => chunk?.append_to_row_group(&mut rg)?,
+                    None => {
+                        return Err(ParquetError::General(
+                            "internal error: a column was not encoded".into(),
+                        ))
+                    }
                 }
             }
+            rg.close()?;
         }
-        rg.close()?;
         Ok(())
     }
 
-    /// Writes the last row group and the footer; returns the file.
+    /// Writes the remaining row groups and the footer; returns the file.
     pub(crate) fn into_inner(mut self) -> Result<File> {
-        self.flush()?;
+        self.close_row_group();
+        self.encode_ready()?;
         self.writer.into_inner()
     }
 }

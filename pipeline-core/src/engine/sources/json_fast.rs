@@ -379,6 +379,16 @@ impl FastJson {
     }
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each zero byte of `x` (bytes above the lowest zero byte
+/// may be flagged falsely).
+#[inline]
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
 /// Byte equality of short slices, without a library call.
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
@@ -413,6 +423,23 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+thread_local! {
+    /// The last date converted: consecutive timestamps mostly share it.
+    static LAST_DATE: std::cell::Cell<(u32, u32, u32, i64)> = const { std::cell::Cell::new((0, 0, 0, 0)) };
+}
+
+fn days_from_civil_cached(y: u32, m: u32, d: u32) -> i64 {
+    LAST_DATE.with(|c| {
+        let (ly, lm, ld, days) = c.get();
+        if (ly, lm, ld) == (y, m, d) {
+            return days;
+        }
+        let days = days_from_civil(y as i64, m, d);
+        c.set((y, m, d, days));
+        days
+    })
 }
 
 /// The common ISO form `YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}][Z]` (UTC), in
@@ -458,7 +485,7 @@ fn iso_timestamp(s: &[u8], unit: TimeUnit) -> Option<i64> {
     if !(rest.is_empty() || rest == b"Z" || rest == b"z") {
         return None;
     }
-    let secs = days_from_civil(year as i64, month, day) * 86_400
+    let secs = days_from_civil_cached(year, month, day) * 86_400
         + (hour * 3600 + minute * 60 + second) as i64;
     let nanos = nanos as i64;
     match unit {
@@ -524,6 +551,22 @@ impl<'a> Cursor<'a> {
         let mut i = start;
         let mut high = false;
         loop {
+            // Eight bytes at a time: flag quotes, backslashes, control
+            // characters and non-ASCII bytes; the lowest flag is exact.
+            if let Some(chunk) = buf.get(i..i + 8) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(chunk);
+                let x = u64::from_le_bytes(w);
+                let flags = zero_bytes(x ^ (ONES * b'"' as u64))
+                    | zero_bytes(x ^ (ONES * b'\\' as u64))
+                    | (x.wrapping_sub(ONES * 0x20) & !x & HIGHS)
+                    | (x & HIGHS);
+                if flags == 0 {
+                    i += 8;
+                    continue;
+                }
+                i += (flags.trailing_zeros() / 8) as usize;
+            }
             let b = *buf.get(i)?;
             if b == b'"' {
                 break;
@@ -679,6 +722,7 @@ mod tests {
             "{\"s\":null,\"i\":null,\"extra\":\"z\",\"ts\":null}\n{\"d\":1e5,\"z\":-1.25E-3,\"q\":true}",
             "{ \"i\" : 0 , \"s\" : \"\" }\n{\"n\":2147483647}\n{\"b\":null}\n{\"ts\":\"2026-11-01T10:00:05+02:00\"}\n",
             "{\"ts\":\"2026-11-01\"}\n{\"ts\":\"2026-11-01T00:00:00.123456789Z\"}\n",
+            "{\"s\":\"a longer string: ünïcödé, €uro and 🎉 past eight bytes\",\"x\":\"0123456789abcdef\"}\n",
         ];
         for text in cases {
             let got = fast.decode(text.as_bytes());
@@ -704,6 +748,9 @@ mod tests {
         let fast = FastJson::new(&s, 1024).expect("supported");
         for text in [
             "{\"s\":\"a\\nb\"}",
+            "{\"s\":\"0123456789\\\"x\"}",
+            "{\"s\":\"012345678\tx\"}",
+            "{\"s\":\"0123456789abcdefgh",
             "{\"s\":1}",
             "{\"i\":\"1\"}",
             "{\"i\":1.0}",
