@@ -24,6 +24,9 @@ use parquet::file::writer::SerializedFileWriter;
 /// encoded together, every column of every row group being one task.
 const ENCODE_AHEAD_BYTES: usize = 256 << 20;
 
+/// Below this many (in-memory) bytes a file is encoded on one thread.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
 /// Writes one parquet file; see the module documentation.
 pub(crate) struct ParallelParquetWriter {
     writer: SerializedFileWriter<File>,
@@ -40,6 +43,8 @@ pub(crate) struct ParallelParquetWriter {
     ready: Vec<Vec<RecordBatch>>,
     ready_bytes: usize,
     row_groups: usize,
+    /// Below this many bytes the chunks are encoded on the calling thread.
+    parallel_min_bytes: usize,
 }
 
 /// One column chunk to encode.
@@ -73,6 +78,7 @@ impl ParallelParquetWriter {
             ready: Vec::new(),
             ready_bytes: 0,
             row_groups: 0,
+            parallel_min_bytes: PARALLEL_MIN_BYTES,
         })
     }
 
@@ -198,7 +204,13 @@ impl ParallelParquetWriter {
             };
             *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
         };
-        let threads = self.threads.min(order.len()).max(1);
+        // Small writes (a few rows per batch) are not worth a thread.
+        let total: usize = order.iter().map(|o| o.0).sum();
+        let threads = if total < self.parallel_min_bytes {
+            1
+        } else {
+            self.threads.min(order.len()).max(1)
+        };
         if threads == 1 {
             work();
         } else {
@@ -279,6 +291,7 @@ mod tests {
             2,
         )
         .expect("writer");
+        w.parallel_min_bytes = 0;
         w.write(&batch.slice(0, 450)).expect("write");
         w.write(&batch.slice(450, 550)).expect("write");
         w.into_inner().expect("close");
