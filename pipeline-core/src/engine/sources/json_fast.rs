@@ -44,6 +44,8 @@ pub(crate) struct FastJson {
     names: Vec<Box<[u8]>>,
     /// Each name followed by the closing quote, to match a key in place.
     quoted: Vec<Box<[u8]>>,
+    /// The same as two masked little-endian words (names up to 15 bytes).
+    words: Vec<Option<[u64; 4]>>,
     kinds: Vec<Kind>,
     batch_rows: usize,
 }
@@ -110,7 +112,7 @@ impl FastJson {
                 return None;
             }
         }
-        let quoted = names
+        let quoted: Vec<Box<[u8]>> = names
             .iter()
             .map(|n| {
                 let mut q = n.to_vec();
@@ -118,10 +120,12 @@ impl FastJson {
                 q.into_boxed_slice()
             })
             .collect();
+        let words = quoted.iter().map(|q| key_words(q)).collect();
         Some(FastJson {
             schema: schema.clone(),
             names,
             quoted,
+            words,
             kinds,
             batch_rows: batch_rows.max(1),
         })
@@ -252,9 +256,20 @@ impl FastJson {
         if c.peek()? != b'"' {
             return None;
         }
-        let at = c.buf.get(c.pos + 1..c.pos + 1 + q.len())?;
-        if !same(at, q) {
-            return None;
+        match (self.words[guess], c.buf.get(c.pos + 1..c.pos + 17)) {
+            (Some([w0, m0, w1, m1]), Some(at)) => {
+                let a = u64::from_le_bytes(at[..8].try_into().ok()?);
+                let b = u64::from_le_bytes(at[8..].try_into().ok()?);
+                if ((a ^ w0) & m0) | ((b ^ w1) & m1) != 0 {
+                    return None;
+                }
+            }
+            _ => {
+                let at = c.buf.get(c.pos + 1..c.pos + 1 + q.len())?;
+                if !same(at, q) {
+                    return None;
+                }
+            }
         }
         c.pos += 1 + q.len();
         Some(guess)
@@ -387,6 +402,28 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 #[inline]
 fn zero_bytes(x: u64) -> u64 {
     x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// A quoted key of at most 16 bytes as (word, mask, word, mask).
+fn key_words(q: &[u8]) -> Option<[u64; 4]> {
+    if q.len() > 16 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    let mut mask = [0u8; 16];
+    bytes[..q.len()].copy_from_slice(q);
+    mask[..q.len()].fill(0xff);
+    let word = |b: &[u8; 16], i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    Some([
+        word(&bytes, 0),
+        word(&mask, 0),
+        word(&bytes, 8),
+        word(&mask, 8),
+    ])
 }
 
 /// Byte equality of short slices, without a library call.
@@ -722,6 +759,7 @@ mod tests {
             "{\"s\":null,\"i\":null,\"extra\":\"z\",\"ts\":null}\n{\"d\":1e5,\"z\":-1.25E-3,\"q\":true}",
             "{ \"i\" : 0 , \"s\" : \"\" }\n{\"n\":2147483647}\n{\"b\":null}\n{\"ts\":\"2026-11-01T10:00:05+02:00\"}\n",
             "{\"ts\":\"2026-11-01\"}\n{\"ts\":\"2026-11-01T00:00:00.123456789Z\"}\n",
+            "{\"tsx\":\"a\",\"i\":1,\"s2\":\"b\",\"n\":3,\"d\":2}\n{\"t\":1,\"s\":\"c\"}\n",
             "{\"s\":\"a longer string: ünïcödé, €uro and 🎉 past eight bytes\",\"x\":\"0123456789abcdef\"}\n",
         ];
         for text in cases {
