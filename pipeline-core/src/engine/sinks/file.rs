@@ -589,7 +589,7 @@ enum FormatWriter {
         arrow::json::LineDelimitedWriter<BufWriter<fs::File>>,
         SchemaRef,
     ),
-    Csv(arrow::csv::Writer<BufWriter<fs::File>>, SchemaRef),
+    Csv(Box<arrow::csv::Writer<BufWriter<fs::File>>>, SchemaRef),
 }
 
 impl FormatWriter {
@@ -616,10 +616,12 @@ impl FormatWriter {
                 Arc::clone(schema),
             ),
             FileFormat::Csv { header, delimiter } => FormatWriter::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(*header)
-                    .with_delimiter(*delimiter)
-                    .build(BufWriter::new(file)),
+                Box::new(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(*header)
+                        .with_delimiter(*delimiter)
+                        .build(BufWriter::new(file)),
+                ),
                 Arc::clone(schema),
             ),
         })
