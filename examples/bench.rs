@@ -3,6 +3,8 @@
 //! ```text
 //! cargo run --release --example bench             # 5 M events in 50 files, 3 runs each, medians
 //! cargo run --release --example bench -- --quick  # 100 k events, 1 run (used by the test script)
+//! cargo run --release --example bench -- --runs 5 --only "JSON -> Parquet, one batch"
+//! cargo run --release --example bench -- --fsync  # with `pipelines.checkpoint.fsync: true`
 //! ```
 //!
 //! Workloads (stateless filter + project, available-now, one run = one
@@ -153,7 +155,10 @@ fn run_flow(
                 ..Default::default()
             },
         );
-    let spec_text = format!("name: bench\nstorage: {}\n", storage.display());
+    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
+    if std::env::args().any(|a| a == "--fsync") {
+        spec_text.push_str("configuration:\n  pipelines.checkpoint.fsync: \"true\"\n");
+    }
     let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
     let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
     let opts = RunOptions::new(work, &storage);
@@ -170,12 +175,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let (events, files, runs) = if quick {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let (events, files, mut runs) = if quick {
         (100_000, 10, 1)
     } else {
         (5_000_000, 50, 3)
     };
+    if let Some(n) = arg("--runs").and_then(|n| n.parse().ok()) {
+        runs = n;
+    }
+    // Only the workloads whose label contains this text ("per-micro-batch" for the overhead).
+    let only = arg("--only").unwrap_or_default();
     let root = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| {
         std::env::temp_dir()
             .join("pipelines-bench")
@@ -208,6 +224,9 @@ fn main() -> Result<()> {
                   max_files: Option<u64>,
                   spark: f64|
      -> Result<()> {
+        if !label.contains(only.as_str()) {
+            return Ok(());
+        }
         let mut secs = Vec::new();
         let mut last = (0, 0);
         for _ in 0..runs {
@@ -249,6 +268,9 @@ fn main() -> Result<()> {
     )?;
 
     // Per-micro-batch overhead: one one-line file per batch.
+    if !"per-micro-batch overhead".contains(only.as_str()) {
+        return Ok(());
+    }
     let small = root.join("small");
     let n_small = if quick { 20 } else { 200 };
     if !small

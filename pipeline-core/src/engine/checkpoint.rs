@@ -15,15 +15,24 @@
 //! ```
 //!
 //! Like Spark's `HDFSMetadataLog`, files have no trailing newline, each
-//! write goes to a hidden temp file (`.N.<uuid>.tmp`) that is synced and
-//! then moved into place, and the logs are write-once: writing batch N
-//! again with different content is refused. A damaged file is an error that
-//! names it; nothing is silently reset.
+//! write goes to a hidden temp file (`.N.<uuid>.tmp`) that is then moved
+//! into place, and the logs are write-once: writing batch N again with
+//! different content is refused. A damaged file is an error that names it;
+//! nothing is silently reset.
+//!
+//! Durability: like Spark, files are not fsynced by default. A process
+//! crash (even SIGKILL) loses nothing, since written data stays in the
+//! operating system's page cache; only a power loss or kernel crash could
+//! lose the last batches' checkpoint and output files. The pipeline setting
+//! `pipelines.checkpoint.fsync: true` (see [`configure_fsync`]) syncs every
+//! checkpoint file, source log entry, output file and manifest entry, and
+//! their directories, before the next step of the batch protocol.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +40,41 @@ use crate::error::{Error, Result};
 
 /// The version line of the offset and commit logs.
 const LOG_VERSION: &str = "v1";
+
+/// The pipeline setting that makes every checkpoint, log and output file
+/// durable against power loss (fsync before the next protocol step).
+pub const FSYNC_CONF_KEY: &str = "pipelines.checkpoint.fsync";
+
+static FSYNC: AtomicBool = AtomicBool::new(false);
+
+/// Reads [`FSYNC_CONF_KEY`] from the pipeline's configuration (default
+/// `false`) and applies it to the process: the runtime calls it when a run
+/// starts.
+pub fn configure_fsync(conf: &BTreeMap<String, String>) -> Result<()> {
+    let on = match conf.get(FSYNC_CONF_KEY).map(|v| v.trim()) {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) => {
+            return Err(Error::runtime_with_help(
+                format!("configuration `{FSYNC_CONF_KEY}` is `{v}`, not `true` or `false`"),
+                format!("set `{FSYNC_CONF_KEY}` to `true` (sync files, survive power loss) or `false` (the default, like Spark)"),
+            ))
+        }
+    };
+    set_fsync(on);
+    Ok(())
+}
+
+/// Turns syncing of checkpoint, log and output files on or off for the process.
+pub fn set_fsync(on: bool) {
+    FSYNC.store(on, Ordering::Relaxed);
+}
+
+/// Whether files are synced (see [`configure_fsync`]).
+pub fn fsync_enabled() -> bool {
+    FSYNC.load(Ordering::Relaxed)
+}
 
 /// Source options that limit how much is admitted per batch: Spark lets them
 /// change on an existing checkpoint.
@@ -707,8 +751,8 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// Writes `bytes` to a hidden temp file next to `path` and syncs it;
-/// returns the temp file's path.
+/// Writes `bytes` to a hidden temp file next to `path` (synced when
+/// [`fsync_enabled`]); returns the temp file's path.
 pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -722,7 +766,10 @@ pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()
+        if fsync_enabled() {
+            f.sync_all()?;
+        }
+        Ok(())
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -731,14 +778,17 @@ pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     Ok(tmp)
 }
 
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     // Best effort: makes the new name durable on POSIX systems.
+    if !fsync_enabled() {
+        return;
+    }
     if let Ok(f) = fs::File::open(dir) {
         let _ = f.sync_all();
     }
 }
 
-/// Atomically replaces `path` with `bytes` (temp file, sync, rename).
+/// Atomically replaces `path` with `bytes` (temp file, sync when enabled, rename).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = write_temp(path, bytes)?;
     if let Err(e) = fs::rename(&tmp, path) {
@@ -800,7 +850,9 @@ pub(crate) fn link_exclusive(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io
             {
                 Ok(mut f) => {
                     f.write_all(bytes)?;
-                    f.sync_all()?;
+                    if fsync_enabled() {
+                        f.sync_all()?;
+                    }
                     Ok(true)
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),

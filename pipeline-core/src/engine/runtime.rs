@@ -135,6 +135,7 @@ pub fn checkpoint_path(flow: &FlowNode, opts: &RunOptions) -> PathBuf {
 /// Runs the pipeline: every selected flow, triggered (available-now, in
 /// order) or continuously (each on its trigger until `opts.stop`).
 pub fn run(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
+    crate::engine::checkpoint::configure_fsync(&graph.configuration)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

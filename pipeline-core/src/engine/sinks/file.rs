@@ -28,11 +28,11 @@ use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use super::manifest::{self, PipelinesTag, SinkFileStatus, METADATA_DIR};
+use super::parquet_writer::{encode_threads, ParallelParquetWriter};
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -584,12 +584,12 @@ fn file_schema(batches: &[RecordBatch]) -> SchemaRef {
 
 /// An open data file.
 enum FormatWriter {
-    Parquet(ArrowWriter<fs::File>, SchemaRef),
+    Parquet(Box<ParallelParquetWriter>, SchemaRef),
     Json(
         arrow::json::LineDelimitedWriter<BufWriter<fs::File>>,
         SchemaRef,
     ),
-    Csv(arrow::csv::Writer<BufWriter<fs::File>>, SchemaRef),
+    Csv(Box<arrow::csv::Writer<BufWriter<fs::File>>>, SchemaRef),
 }
 
 impl FormatWriter {
@@ -602,7 +602,12 @@ impl FormatWriter {
                     .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
                     .build();
                 FormatWriter::Parquet(
-                    ArrowWriter::try_new(file, Arc::clone(schema), Some(props))?,
+                    Box::new(ParallelParquetWriter::try_new(
+                        file,
+                        Arc::clone(schema),
+                        props,
+                        encode_threads(),
+                    )?),
                     Arc::clone(schema),
                 )
             }
@@ -611,10 +616,12 @@ impl FormatWriter {
                 Arc::clone(schema),
             ),
             FileFormat::Csv { header, delimiter } => FormatWriter::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(*header)
-                    .with_delimiter(*delimiter)
-                    .build(BufWriter::new(file)),
+                Box::new(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(*header)
+                        .with_delimiter(*delimiter)
+                        .build(BufWriter::new(file)),
+                ),
                 Arc::clone(schema),
             ),
         })
@@ -651,7 +658,9 @@ impl FormatWriter {
                 b.into_inner().map_err(|e| Error::runtime(e.to_string()))?
             }
         };
-        file.sync_all().map_err(|e| Error::runtime(e.to_string()))?;
+        if crate::engine::checkpoint::fsync_enabled() {
+            file.sync_all().map_err(|e| Error::runtime(e.to_string()))?;
+        }
         Ok(())
     }
 }

@@ -303,9 +303,7 @@ pub(crate) fn append_entry(meta: &Path, statuses: &[SinkFileStatus]) -> Result<u
         let _ = fs::remove_file(&tmp);
         match linked {
             Ok(true) => {
-                if let Ok(f) = fs::File::open(meta) {
-                    let _ = f.sync_all();
-                }
+                crate::engine::checkpoint::sync_dir(meta);
                 if let Some(p) = prev_compact {
                     cleanup(meta, p);
                 }

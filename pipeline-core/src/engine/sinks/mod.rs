@@ -12,6 +12,7 @@ pub mod file;
 pub mod foreach_batch;
 pub mod manifest;
 pub mod memory;
+mod parquet_writer;
 
 pub use console::ConsoleSink;
 pub use file::FileSink;

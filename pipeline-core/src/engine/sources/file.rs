@@ -26,7 +26,7 @@
 //! Timestamps are read in ISO-8601 (`2026-11-01T10:00:05Z`,
 //! `2026-11-01 10:00:05`, UTC when no zone is given).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -130,8 +130,9 @@ pub struct FileSource {
     /// Whether the directory is read through its manifest (decided at the
     /// first listing that finds files, like Spark).
     manifest: Option<bool>,
-    /// Available-now runs: the files that existed when the run started.
-    available_now: Option<HashSet<String>>,
+    /// Available-now runs: the files listed when the run started, not read
+    /// yet, in reading order (like Spark, the directory is listed once).
+    available_now: Option<VecDeque<Candidate>>,
     threads: usize,
 }
 
@@ -653,8 +654,7 @@ impl Source for FileSource {
 
     fn prepare_available_now(&mut self) -> Result<()> {
         let files = self.list()?;
-        let keys = files.iter().map(|f| self.key(&f.path)).collect();
-        self.available_now = Some(keys);
+        self.available_now = Some(files.into());
         Ok(())
     }
 
@@ -679,20 +679,39 @@ impl Source for FileSource {
                 ));
             }
         }
-        let candidates = self.list()?;
         let mut picked: Vec<Candidate> = Vec::new();
         let mut bytes = 0u64;
         let mut keys = HashSet::new();
-        for c in candidates {
+        // Available-now: the files listed at the start, each checked again
+        // when picked (a file deleted meanwhile is skipped, as a new listing
+        // would); otherwise a fresh listing.
+        let (candidates, cached) = match self.available_now.take() {
+            Some(queue) => (queue, true),
+            None => (VecDeque::from(self.list()?), false),
+        };
+        let mut examined = 0usize;
+        for c in &candidates {
             let key = self.key(&c.path);
             if self.seen.contains(&key) || keys.contains(&key) {
+                examined += 1;
                 continue;
             }
-            if let Some(avail) = &self.available_now {
-                if !avail.contains(&key) {
-                    continue;
+            // Files of a manifest are read as committed (a missing one is an error).
+            let c = if cached && self.manifest != Some(true) {
+                match fs::metadata(&c.path) {
+                    Ok(md) if md.is_file() => Candidate {
+                        path: c.path.clone(),
+                        mtime: mtime_ms(&md),
+                        size: md.len(),
+                    },
+                    _ => {
+                        examined += 1;
+                        continue;
+                    }
                 }
-            }
+            } else {
+                c.clone()
+            };
             if let Some(max) = self.max_files {
                 if picked.len() as u64 >= max {
                     break;
@@ -706,6 +725,13 @@ impl Source for FileSource {
             bytes += c.size;
             keys.insert(key);
             picked.push(c);
+            examined += 1;
+        }
+        if cached {
+            // Every examined file is now read, seen or gone.
+            let mut rest = candidates;
+            rest.drain(..examined.min(rest.len()));
+            self.available_now = Some(rest);
         }
         if picked.is_empty() {
             return Ok(None);

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::plan::reader::{SourceFormat, SourceSpec};
 
 pub mod file;
+mod json_fast;
 pub mod memory;
 mod parse;
 pub mod rate;

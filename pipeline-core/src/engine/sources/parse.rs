@@ -22,6 +22,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::file::FileFormat;
+use super::json_fast::FastJson;
 use crate::error::{Error, Result};
 
 /// Rows per decoded batch.
@@ -562,7 +563,9 @@ fn json_decode(
 }
 
 fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
-    if let Ok(batches) = json_decode(&cfg.data_schema, buf, false) {
+    let fast = FastJson::new(&cfg.data_schema, BATCH_ROWS).and_then(|f| f.decode(buf));
+    if let Some(batches) = fast.map_or_else(|| json_decode(&cfg.data_schema, buf, false).ok(), Some)
+    {
         let batches = batches
             .into_iter()
             .map(|b| with_corrupt(cfg, b, None))

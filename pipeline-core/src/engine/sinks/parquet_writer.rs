@@ -1,0 +1,310 @@
+//! A parquet file writer that encodes the columns of each row group on
+//! several threads (parquet's `ArrowColumnWriter` API), so one output file
+//! uses every core. The file is the same as `ArrowWriter` writes (arrow
+//! schema in the metadata, same properties and row-group limits), only the
+//! column chunks of a row group are encoded concurrently.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use arrow::array::Array;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
+    ArrowRowGroupWriterFactory,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::errors::{ParquetError, Result};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+
+/// Row groups are collected up to this many bytes (in memory) and then
+/// encoded together, every column of every row group being one task.
+const ENCODE_AHEAD_BYTES: usize = 256 << 20;
+
+/// Below this many (in-memory) bytes a file is encoded on one thread.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Writes one parquet file; see the module documentation.
+pub(crate) struct ParallelParquetWriter {
+    writer: SerializedFileWriter<File>,
+    factory: ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    threads: usize,
+    max_rows: usize,
+    max_bytes: usize,
+    /// The rows of the row group being collected.
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    pending_bytes: usize,
+    /// Complete row groups not encoded yet.
+    ready: Vec<Vec<RecordBatch>>,
+    ready_bytes: usize,
+    row_groups: usize,
+    /// Below this many bytes the chunks are encoded on the calling thread.
+    parallel_min_bytes: usize,
+}
+
+/// One column chunk to encode.
+struct Job {
+    writer: Option<ArrowColumnWriter>,
+    leaves: Vec<ArrowLeafColumn>,
+    cost: usize,
+}
+
+impl ParallelParquetWriter {
+    pub(crate) fn try_new(
+        file: File,
+        schema: SchemaRef,
+        props: WriterProperties,
+        threads: usize,
+    ) -> Result<Self> {
+        let max_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
+        let max_bytes = props.max_row_group_bytes().unwrap_or(usize::MAX).max(1);
+        let (writer, factory) =
+            ArrowWriter::try_new(file, schema.clone(), Some(props))?.into_serialized_writer()?;
+        Ok(ParallelParquetWriter {
+            writer,
+            factory,
+            schema,
+            threads: threads.max(1),
+            max_rows,
+            max_bytes,
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
+            ready: Vec::new(),
+            ready_bytes: 0,
+            row_groups: 0,
+            parallel_min_bytes: PARALLEL_MIN_BYTES,
+        })
+    }
+
+    /// Buffers `batch`; row groups are encoded and written in bunches.
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let mut batch = batch.clone();
+        while batch.num_rows() > 0 {
+            let room = self.max_rows - self.pending_rows;
+            let take = room.min(batch.num_rows());
+            let head = batch.slice(0, take);
+            batch = batch.slice(take, batch.num_rows() - take);
+            // Arrow's in-memory size is an upper bound of the encoded size.
+            self.pending_bytes += head
+                .columns()
+                .iter()
+                .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+                .sum::<usize>();
+            self.pending_rows += head.num_rows();
+            self.pending.push(head);
+            if self.pending_rows >= self.max_rows || self.pending_bytes >= self.max_bytes {
+                self.close_row_group();
+                if self.ready_bytes >= ENCODE_AHEAD_BYTES {
+                    self.encode_ready()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the row group being collected.
+    fn close_row_group(&mut self) {
+        if self.pending_rows == 0 {
+            return;
+        }
+        self.ready.push(std::mem::take(&mut self.pending));
+        self.ready_bytes += self.pending_bytes;
+        self.pending_rows = 0;
+        self.pending_bytes = 0;
+    }
+
+    /// Encodes the complete row groups (all their columns concurrently)
+    /// and appends them to the file in order.
+    fn encode_ready(&mut self) -> Result<()> {
+        let groups = std::mem::take(&mut self.ready);
+        self.ready_bytes = 0;
+        let mut jobs: Vec<Vec<Mutex<Job>>> = Vec::with_capacity(groups.len());
+        for batches in &groups {
+            let writers = self.factory.create_column_writers(self.row_groups)?;
+            self.row_groups += 1;
+            // The leaves of every column, in the writers' order.
+            let mut leaves: Vec<(Vec<ArrowLeafColumn>, usize)> = Vec::new();
+            for (i, field) in self.schema.fields().iter().enumerate() {
+                let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::new();
+                let mut bytes = 0usize;
+                for b in batches {
+                    let col = b.column(i);
+                    bytes += col.to_data().get_slice_memory_size().unwrap_or(0);
+                    for (k, leaf) in compute_leaves(field, col)?.into_iter().enumerate() {
+                        if per_leaf.len() <= k {
+                            per_leaf.push(Vec::new());
+                        }
+                        per_leaf[k].push(leaf);
+                    }
+                }
+                let n = per_leaf.len().max(1);
+                leaves.extend(per_leaf.into_iter().map(|l| (l, bytes / n)));
+            }
+            if leaves.len() != writers.len() {
+                return Err(ParquetError::General(format!(
+                    "internal error: {} leaf columns for {} column writers",
+                    leaves.len(),
+                    writers.len()
+                )));
+            }
+            jobs.push(
+                writers
+                    .into_iter()
+                    .zip(leaves)
+                    .map(|(w, (leaves, cost))| {
+                        Mutex::new(Job {
+                            writer: Some(w),
+                            leaves,
+                            cost,
+                        })
+                    })
+                    .collect(),
+            );
+        }
+        drop(groups);
+        // Heaviest chunks first, handed out to the threads as they free up.
+        let mut order: Vec<(usize, usize, usize)> = Vec::new();
+        for (g, cols) in jobs.iter().enumerate() {
+            for (c, job) in cols.iter().enumerate() {
+                let cost = job.lock().map(|j| j.cost).unwrap_or(0);
+                order.push((cost, g, c));
+            }
+        }
+        order.sort_by_key(|&(cost, g, c)| (std::cmp::Reverse(cost), g, c));
+        let results: Vec<Vec<Mutex<Option<Result<ArrowColumnChunk>>>>> = jobs
+            .iter()
+            .map(|cols| cols.iter().map(|_| Mutex::new(None)).collect())
+            .collect();
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(_, g, c)) = order.get(k) else {
+                break;
+            };
+            let (writer, leaves) = {
+                let mut job = jobs[g][c].lock().unwrap_or_else(|e| e.into_inner());
+                (job.writer.take(), std::mem::take(&mut job.leaves))
+            };
+            let r = match writer {
+                Some(mut w) => (|| {
+                    for leaf in &leaves {
+                        w.write(leaf)?;
+                    }
+                    w.close()
+                })(),
+                None => Err(ParquetError::General(
+                    "internal error: column written twice".into(),
+                )),
+            };
+            *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        };
+        // Small writes (a few rows per batch) are not worth a thread.
+        let total: usize = order.iter().map(|o| o.0).sum();
+        let threads = if total < self.parallel_min_bytes {
+            1
+        } else {
+            self.threads.min(order.len()).max(1)
+        };
+        if threads == 1 {
+            work();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 1..threads {
+                    s.spawn(work);
+                }
+                work();
+            });
+        }
+        for group in results {
+            let mut rg = self.writer.next_row_group()?;
+            for r in group {
+                match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                    Some(chunk) => chunk?.append_to_row_group(&mut rg)?,
+                    None => {
+                        return Err(ParquetError::General(
+                            "internal error: a column was not encoded".into(),
+                        ))
+                    }
+                }
+            }
+            rg.close()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the remaining row groups and the footer; returns the file.
+    pub(crate) fn into_inner(mut self) -> Result<File> {
+        self.close_row_group();
+        self.encode_ready()?;
+        self.writer.into_inner()
+    }
+}
+
+/// How many threads encode one file's columns.
+pub(crate) fn encode_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::sync::Arc;
+
+    #[test]
+    fn same_rows_as_arrow_writer() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let a: ArrayRef = Arc::new(Int64Array::from_iter((0..1000).map(|i| {
+            if i % 7 == 0 {
+                None
+            } else {
+                Some(i)
+            }
+        })));
+        let s: ArrayRef = Arc::new(StringArray::from_iter(
+            (0..1000).map(|i| Some(format!("v{}", i % 13))),
+        ));
+        let batch = RecordBatch::try_new(schema.clone(), vec![a, s]).expect("batch");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.parquet");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(300))
+            .build();
+        let mut w = ParallelParquetWriter::try_new(
+            File::create(&path).expect("create"),
+            schema.clone(),
+            props,
+            2,
+        )
+        .expect("writer");
+        w.parallel_min_bytes = 0;
+        w.write(&batch.slice(0, 450)).expect("write");
+        w.write(&batch.slice(450, 550)).expect("write");
+        w.into_inner().expect("close");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).expect("open"))
+            .expect("reader");
+        assert_eq!(reader.metadata().num_row_groups(), 4);
+        assert_eq!(reader.schema().as_ref(), schema.as_ref());
+        let batches: Vec<RecordBatch> = reader
+            .build()
+            .expect("build")
+            .collect::<std::result::Result<_, _>>()
+            .expect("read");
+        let all = arrow::compute::concat_batches(&schema, &batches).expect("concat");
+        assert_eq!(all, batch);
+    }
+}

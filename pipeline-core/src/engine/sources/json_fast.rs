@@ -1,0 +1,904 @@
+//! A fast JSON-lines decoder for flat schemas (strings, integers, doubles,
+//! booleans, UTC timestamps): the common case of the JSON file source.
+//!
+//! It decodes one object per line straight into Arrow buffers. It accepts
+//! only a strict subset of JSON on which it gives exactly the values arrow's
+//! JSON decoder (the general path, see [`super::parse`]) would give: any
+//! line outside that subset (escapes in strings, nested values, numbers of
+//! another type than the column's, duplicate keys, an object spread over
+//! several lines, invalid UTF-8, …) makes [`FastJson::decode`] return
+//! `None`, and the caller decodes the chunk with the general path instead,
+//! which also handles bad records by Spark's modes. So the fast path never
+//! changes a result; it only skips the general decoder's tape for the lines
+//! it understands.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, BooleanBufferBuilder, Float64Array, Int32Array, Int64Array,
+    NullBufferBuilder, PrimitiveArray, StringArray,
+};
+use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow::compute::kernels::cast_utils::string_to_datetime;
+use arrow::datatypes::{
+    DataType, SchemaRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
+};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+
+/// The column types the fast path decodes.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Utf8,
+    Int64,
+    Int32,
+    Float64,
+    Boolean,
+    Timestamp(TimeUnit),
+}
+
+/// A decoder for one flat schema (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct FastJson {
+    schema: SchemaRef,
+    names: Vec<Box<[u8]>>,
+    /// Each name followed by the closing quote, to match a key in place.
+    quoted: Vec<Box<[u8]>>,
+    /// The same as two masked little-endian words (names up to 15 bytes).
+    words: Vec<Option<[u64; 4]>>,
+    kinds: Vec<Kind>,
+    batch_rows: usize,
+}
+
+/// The values of one column of the batch being built.
+enum Column {
+    Utf8 { offsets: Vec<i32>, values: Vec<u8> },
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    F64(Vec<f64>),
+    Bool(BooleanBufferBuilder),
+}
+
+struct Builder {
+    cols: Vec<Column>,
+    nulls: Vec<NullBufferBuilder>,
+    rows: usize,
+}
+
+/// Bytes of a line are read through this cursor; every method returns
+/// `None` when the input leaves the supported subset.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl FastJson {
+    /// A decoder for `schema`, or `None` when a column has a type the fast
+    /// path does not handle.
+    pub(crate) fn new(schema: &SchemaRef, batch_rows: usize) -> Option<FastJson> {
+        if schema.fields().is_empty() || schema.fields().len() > 64 {
+            return None;
+        }
+        let mut names = Vec::new();
+        let mut kinds = Vec::new();
+        for f in schema.fields() {
+            let kind = match f.data_type() {
+                DataType::Utf8 => Kind::Utf8,
+                DataType::Int64 => Kind::Int64,
+                DataType::Int32 => Kind::Int32,
+                DataType::Float64 => Kind::Float64,
+                DataType::Boolean => Kind::Boolean,
+                DataType::Timestamp(unit, tz) => {
+                    // Zone-less strings are read in the column's zone: only UTC here.
+                    match tz.as_deref() {
+                        None | Some("UTC") | Some("+00:00") => Kind::Timestamp(*unit),
+                        Some(_) => return None,
+                    }
+                }
+                _ => return None,
+            };
+            if f.name()
+                .bytes()
+                .any(|b| b == b'"' || b == b'\\' || b < 0x20)
+            {
+                return None;
+            }
+            names.push(f.name().as_bytes().to_vec().into_boxed_slice());
+            kinds.push(kind);
+        }
+        // Duplicate names: arrow's decoder fills the first; not worth copying.
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return None;
+            }
+        }
+        let quoted: Vec<Box<[u8]>> = names
+            .iter()
+            .map(|n| {
+                let mut q = n.to_vec();
+                q.push(b'"');
+                q.into_boxed_slice()
+            })
+            .collect();
+        let words = quoted.iter().map(|q| key_words(q)).collect();
+        Some(FastJson {
+            schema: schema.clone(),
+            names,
+            quoted,
+            words,
+            kinds,
+            batch_rows: batch_rows.max(1),
+        })
+    }
+
+    fn builder(&self, capacity: usize) -> Builder {
+        let cols = self
+            .kinds
+            .iter()
+            .map(|k| match k {
+                Kind::Utf8 => {
+                    let mut offsets = Vec::with_capacity(capacity + 1);
+                    offsets.push(0);
+                    Column::Utf8 {
+                        offsets,
+                        values: Vec::with_capacity(capacity * 16),
+                    }
+                }
+                Kind::Int64 | Kind::Timestamp(_) => Column::I64(Vec::with_capacity(capacity)),
+                Kind::Int32 => Column::I32(Vec::with_capacity(capacity)),
+                Kind::Float64 => Column::F64(Vec::with_capacity(capacity)),
+                Kind::Boolean => Column::Bool(BooleanBufferBuilder::new(capacity)),
+            })
+            .collect();
+        Builder {
+            cols,
+            nulls: self
+                .kinds
+                .iter()
+                .map(|_| NullBufferBuilder::new(capacity))
+                .collect(),
+            rows: 0,
+        }
+    }
+
+    /// Decodes every line of `buf`; `None` when a line is outside the
+    /// supported subset (the caller then uses the general decoder).
+    pub(crate) fn decode(&self, buf: &[u8]) -> Option<Vec<RecordBatch>> {
+        let mut out = Vec::new();
+        let estimate = (buf.len() / 64).max(16).min(self.batch_rows);
+        let mut b = self.builder(estimate);
+        let mut c = Cursor { buf, pos: 0 };
+        loop {
+            // Blank lines and whitespace between records.
+            while c.pos < buf.len() && matches!(buf[c.pos], b' ' | b'\t' | b'\r' | b'\n') {
+                c.pos += 1;
+            }
+            if c.pos >= buf.len() {
+                break;
+            }
+            self.record(&mut c, &mut b)?;
+            b.rows += 1;
+            if b.rows >= self.batch_rows {
+                let full = std::mem::replace(&mut b, self.builder(self.batch_rows));
+                out.push(self.finish(full)?);
+            }
+        }
+        if b.rows > 0 {
+            out.push(self.finish(b)?);
+        }
+        Some(out)
+    }
+
+    /// One `{...}` object, alone on its line.
+    fn record(&self, c: &mut Cursor, b: &mut Builder) -> Option<()> {
+        c.expect(b'{')?;
+        c.ws();
+        let mut seen: u64 = 0;
+        let mut next_guess = 0usize;
+        if c.peek()? == b'}' {
+            c.pos += 1;
+        } else {
+            loop {
+                let field = match self.key_in_place(c, next_guess) {
+                    Some(i) => Some(i),
+                    None => self.field(c.string()?),
+                };
+                c.ws();
+                c.expect(b':')?;
+                c.ws();
+                match field {
+                    Some(i) => {
+                        let bit = 1u64 << i;
+                        if seen & bit != 0 {
+                            return None;
+                        }
+                        seen |= bit;
+                        next_guess = i + 1;
+                        self.value(c, b, i)?;
+                    }
+                    None => c.skip_scalar()?,
+                }
+                c.ws();
+                match c.next()? {
+                    b',' => c.ws(),
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        // The rest of the line must be blank.
+        while c.pos < c.buf.len() {
+            match c.buf[c.pos] {
+                b' ' | b'\t' | b'\r' => c.pos += 1,
+                b'\n' => break,
+                _ => return None,
+            }
+        }
+        // Columns the record does not have are null.
+        let all = if self.kinds.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.kinds.len()) - 1
+        };
+        let mut missing = all & !seen;
+        while missing != 0 {
+            let i = missing.trailing_zeros() as usize;
+            missing &= missing - 1;
+            push_null(b, i);
+        }
+        Some(())
+    }
+
+    /// Column `guess` when the key at the cursor is its name (objects
+    /// usually list their keys in the schema's order); moves past the key.
+    fn key_in_place(&self, c: &mut Cursor, guess: usize) -> Option<usize> {
+        let q = self.quoted.get(guess)?;
+        if c.peek()? != b'"' {
+            return None;
+        }
+        match (self.words[guess], c.buf.get(c.pos + 1..c.pos + 17)) {
+            (Some([w0, m0, w1, m1]), Some(at)) => {
+                let a = u64::from_le_bytes(at[..8].try_into().ok()?);
+                let b = u64::from_le_bytes(at[8..].try_into().ok()?);
+                if ((a ^ w0) & m0) | ((b ^ w1) & m1) != 0 {
+                    return None;
+                }
+            }
+            _ => {
+                let at = c.buf.get(c.pos + 1..c.pos + 1 + q.len())?;
+                if !same(at, q) {
+                    return None;
+                }
+            }
+        }
+        c.pos += 1 + q.len();
+        Some(guess)
+    }
+
+    /// The column named `key`.
+    fn field(&self, key: &[u8]) -> Option<usize> {
+        self.names.iter().position(|n| same(n, key))
+    }
+
+    fn value(&self, c: &mut Cursor, b: &mut Builder, i: usize) -> Option<()> {
+        if c.peek()? == b'n' {
+            c.literal(b"null")?;
+            push_null(b, i);
+            return Some(());
+        }
+        match (&self.kinds[i], &mut b.cols[i]) {
+            (Kind::Utf8, Column::Utf8 { offsets, values }) => {
+                let s = c.string()?;
+                values.extend_from_slice(s);
+                offsets.push(i32::try_from(values.len()).ok()?);
+            }
+            (Kind::Int64, Column::I64(v)) => v.push(c.integer()?),
+            (Kind::Int32, Column::I32(v)) => v.push(i32::try_from(c.integer()?).ok()?),
+            (Kind::Float64, Column::F64(v)) => {
+                let t = c.number()?;
+                // Valid JSON numbers are valid Rust floats; both parsers round correctly.
+                let x: f64 = std::str::from_utf8(t).ok()?.parse().ok()?;
+                if !x.is_finite() {
+                    return None;
+                }
+                v.push(x);
+            }
+            (Kind::Boolean, Column::Bool(v)) => match c.peek()? {
+                b't' => {
+                    c.literal(b"true")?;
+                    v.append(true);
+                }
+                _ => {
+                    c.literal(b"false")?;
+                    v.append(false);
+                }
+            },
+            (Kind::Timestamp(unit), Column::I64(v)) => {
+                let s = c.string()?;
+                let t = match iso_timestamp(s, *unit) {
+                    Some(t) => t,
+                    None => {
+                        let t =
+                            string_to_datetime(&chrono::Utc, std::str::from_utf8(s).ok()?).ok()?;
+                        match unit {
+                            TimeUnit::Second => t.timestamp(),
+                            TimeUnit::Millisecond => t.timestamp_millis(),
+                            TimeUnit::Microsecond => t.timestamp_micros(),
+                            TimeUnit::Nanosecond => t.timestamp_nanos_opt()?,
+                        }
+                    }
+                };
+                v.push(t);
+            }
+            _ => return None,
+        }
+        b.nulls[i].append_non_null();
+        Some(())
+    }
+
+    fn finish(&self, b: Builder) -> Option<RecordBatch> {
+        let rows = b.rows;
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(b.cols.len());
+        for ((col, mut nulls), kind) in b.cols.into_iter().zip(b.nulls).zip(&self.kinds) {
+            let nulls = nulls.finish();
+            let a: ArrayRef = match (col, kind) {
+                (Column::Utf8 { offsets, values }, _) => {
+                    // SAFETY-free: offsets are monotonic and the bytes were validated as UTF-8.
+                    Arc::new(
+                        StringArray::try_new(
+                            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                            Buffer::from_vec(values),
+                            nulls,
+                        )
+                        .ok()?,
+                    )
+                }
+                (Column::I64(v), Kind::Timestamp(unit)) => {
+                    let values = ScalarBuffer::from(v);
+                    let tz = match self.schema.field(arrays.len()).data_type() {
+                        DataType::Timestamp(_, tz) => tz.clone(),
+                        _ => None,
+                    };
+                    match unit {
+                        TimeUnit::Second => Arc::new(
+                            PrimitiveArray::<TimestampSecondType>::new(values, nulls)
+                                .with_timezone_opt(tz),
+                        ),
+                        TimeUnit::Millisecond => Arc::new(
+                            PrimitiveArray::<TimestampMillisecondType>::new(values, nulls)
+                                .with_timezone_opt(tz),
+                        ),
+                        TimeUnit::Microsecond => Arc::new(
+                            PrimitiveArray::<TimestampMicrosecondType>::new(values, nulls)
+                                .with_timezone_opt(tz),
+                        ),
+                        TimeUnit::Nanosecond => Arc::new(
+                            PrimitiveArray::<TimestampNanosecondType>::new(values, nulls)
+                                .with_timezone_opt(tz),
+                        ),
+                    }
+                }
+                (Column::I64(v), _) => Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls)),
+                (Column::I32(v), _) => Arc::new(Int32Array::new(ScalarBuffer::from(v), nulls)),
+                (Column::F64(v), _) => Arc::new(Float64Array::new(ScalarBuffer::from(v), nulls)),
+                (Column::Bool(mut v), _) => Arc::new(BooleanArray::new(v.finish(), nulls)),
+            };
+            arrays.push(a);
+        }
+        RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .ok()
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each zero byte of `x` (bytes above the lowest zero byte
+/// may be flagged falsely).
+#[inline]
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// A quoted key of at most 16 bytes as (word, mask, word, mask).
+fn key_words(q: &[u8]) -> Option<[u64; 4]> {
+    if q.len() > 16 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    let mut mask = [0u8; 16];
+    bytes[..q.len()].copy_from_slice(q);
+    mask[..q.len()].fill(0xff);
+    let word = |b: &[u8; 16], i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    Some([
+        word(&bytes, 0),
+        word(&mask, 0),
+        word(&bytes, 8),
+        word(&mask, 8),
+    ])
+}
+
+/// Byte equality of short slices, without a library call.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+/// `d` two-digit or four-digit ASCII numbers.
+fn num(s: &[u8]) -> Option<u32> {
+    let mut v = 0u32;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (b - b'0') as u32;
+    }
+    Some(v)
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+thread_local! {
+    /// The last date converted: consecutive timestamps mostly share it.
+    static LAST_DATE: std::cell::Cell<(u32, u32, u32, i64)> = const { std::cell::Cell::new((0, 0, 0, 0)) };
+}
+
+fn days_from_civil_cached(y: u32, m: u32, d: u32) -> i64 {
+    LAST_DATE.with(|c| {
+        let (ly, lm, ld, days) = c.get();
+        if (ly, lm, ld) == (y, m, d) {
+            return days;
+        }
+        let days = days_from_civil(y as i64, m, d);
+        c.set((y, m, d, days));
+        days
+    })
+}
+
+/// The common ISO form `YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}][Z]` (UTC), in
+/// `unit`; `None` for anything else (leap seconds, offsets, other forms),
+/// which the general parser then handles.
+fn iso_timestamp(s: &[u8], unit: TimeUnit) -> Option<i64> {
+    if s.len() < 19
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b'T' | b't' | b' ')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
+        return None;
+    }
+    let year = num(&s[0..4])?;
+    let month = num(&s[5..7])?;
+    let day = num(&s[8..10])?;
+    let hour = num(&s[11..13])?;
+    let minute = num(&s[14..16])?;
+    let second = num(&s[17..19])?;
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if year == 0 || day == 0 || day > month_days || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos = 0u32;
+    if let [b'.', tail @ ..] = rest {
+        let digits = tail.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        nanos = num(&tail[..digits])? * 10u32.pow(9 - digits as u32);
+        rest = &tail[digits..];
+    }
+    if !(rest.is_empty() || rest == b"Z" || rest == b"z") {
+        return None;
+    }
+    let secs = days_from_civil_cached(year, month, day) * 86_400
+        + (hour * 3600 + minute * 60 + second) as i64;
+    let nanos = nanos as i64;
+    match unit {
+        TimeUnit::Second => Some(secs),
+        TimeUnit::Millisecond => Some(secs * 1_000 + nanos / 1_000_000),
+        TimeUnit::Microsecond => Some(secs * 1_000_000 + nanos / 1_000),
+        TimeUnit::Nanosecond => secs.checked_mul(1_000_000_000)?.checked_add(nanos),
+    }
+}
+
+/// Appends a null to column `i`.
+fn push_null(b: &mut Builder, i: usize) {
+    match &mut b.cols[i] {
+        Column::Utf8 { offsets, values } => offsets.push(values.len() as i32),
+        Column::I64(v) => v.push(0),
+        Column::I32(v) => v.push(0),
+        Column::F64(v) => v.push(0.0),
+        Column::Bool(v) => v.append(false),
+    }
+    b.nulls[i].append_null();
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    fn expect(&mut self, want: u8) -> Option<()> {
+        (self.next()? == want).then_some(())
+    }
+
+    /// Spaces and tabs (a record stays on its line).
+    fn ws(&mut self) {
+        while self.pos < self.buf.len() && matches!(self.buf[self.pos], b' ' | b'\t') {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        let end = self.pos + lit.len();
+        if self.buf.get(self.pos..end)? != lit {
+            return None;
+        }
+        self.pos = end;
+        // `nullx`, `true1`: not a literal.
+        if self.peek().is_some_and(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        Some(())
+    }
+
+    /// A string without escapes or control characters, valid UTF-8: its bytes.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let buf = self.buf;
+        let mut i = start;
+        let mut high = false;
+        loop {
+            // Eight bytes at a time: flag quotes, backslashes, control
+            // characters and non-ASCII bytes; the lowest flag is exact.
+            if let Some(chunk) = buf.get(i..i + 8) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(chunk);
+                let x = u64::from_le_bytes(w);
+                let flags = zero_bytes(x ^ (ONES * b'"' as u64))
+                    | zero_bytes(x ^ (ONES * b'\\' as u64))
+                    | (x.wrapping_sub(ONES * 0x20) & !x & HIGHS)
+                    | (x & HIGHS);
+                if flags == 0 {
+                    i += 8;
+                    continue;
+                }
+                i += (flags.trailing_zeros() / 8) as usize;
+            }
+            let b = *buf.get(i)?;
+            if b == b'"' {
+                break;
+            }
+            if b == b'\\' || b < 0x20 {
+                return None;
+            }
+            high |= b >= 0x80;
+            i += 1;
+        }
+        let s = &buf[start..i];
+        if high {
+            std::str::from_utf8(s).ok()?;
+        }
+        self.pos = i + 1;
+        Some(s)
+    }
+
+    /// `-?(0|[1-9][0-9]*)` without fraction or exponent, at most 18 digits.
+    fn integer(&mut self) -> Option<i64> {
+        let neg = self.peek()? == b'-';
+        if neg {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        let mut v: i64 = 0;
+        while let Some(d) = self.peek().filter(u8::is_ascii_digit) {
+            v = v * 10 + (d - b'0') as i64;
+            self.pos += 1;
+        }
+        let digits = self.pos - start;
+        if digits == 0 || digits > 18 || (digits > 1 && self.buf[start] == b'0') {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        Some(if neg { -v } else { v })
+    }
+
+    /// A JSON number (strict grammar): its text.
+    fn number(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos;
+        if self.peek()? == b'-' {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        self.digits();
+        let n = self.pos - int_start;
+        if n == 0 || (n > 1 && self.buf[int_start] == b'0') {
+            return None;
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some(&self.buf[start..self.pos])
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.peek().is_some_and(|d| d.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// The value of a key that is not a column: a string, number or
+    /// literal (nested values leave the fast path).
+    fn skip_scalar(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, Schema};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("i", DataType::Int64, true),
+            Field::new("n", DataType::Int32, true),
+            Field::new("d", DataType::Float64, true),
+            Field::new("b", DataType::Boolean, true),
+        ]))
+    }
+
+    fn arrow_decode(schema: &SchemaRef, buf: &[u8]) -> Option<Vec<RecordBatch>> {
+        let mut dec = arrow::json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(3)
+            .with_coerce_primitive(true)
+            .build_decoder()
+            .ok()?;
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < buf.len() {
+            let n = dec.decode(&buf[pos..]).ok()?;
+            pos += n;
+            if let Some(b) = dec.flush().ok()? {
+                out.push(b);
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        if dec.has_partial_record() {
+            return None;
+        }
+        if let Some(b) = dec.flush().ok()? {
+            out.push(b);
+        }
+        Some(out)
+    }
+
+    fn concat(schema: &SchemaRef, b: &[RecordBatch]) -> RecordBatch {
+        arrow::compute::concat_batches(schema, b).expect("concat")
+    }
+
+    /// Lines the fast path accepts decode exactly as arrow decodes them.
+    #[test]
+    fn agrees_with_arrow() {
+        let s = schema();
+        let fast = FastJson::new(&s, 3).expect("supported");
+        let cases: &[&str] = &[
+            "{\"ts\":\"2026-11-01T00:00:00.123Z\",\"s\":\"a\",\"i\":1,\"n\":-2,\"d\":1.5,\"b\":true}\n",
+            "{\"ts\":\"2026-11-01 00:00:05\",\"s\":\"é ü\",\"i\":-9000000000,\"d\":-0.0,\"b\":false}\r\n",
+            "\n\n{}\n  {\"x\":{\"y\":1}}\n",
+            "{\"s\":null,\"i\":null,\"extra\":\"z\",\"ts\":null}\n{\"d\":1e5,\"z\":-1.25E-3,\"q\":true}",
+            "{ \"i\" : 0 , \"s\" : \"\" }\n{\"n\":2147483647}\n{\"b\":null}\n{\"ts\":\"2026-11-01T10:00:05+02:00\"}\n",
+            "{\"ts\":\"2026-11-01\"}\n{\"ts\":\"2026-11-01T00:00:00.123456789Z\"}\n",
+            "{\"tsx\":\"a\",\"i\":1,\"s2\":\"b\",\"n\":3,\"d\":2}\n{\"t\":1,\"s\":\"c\"}\n",
+            "{\"s\":\"a longer string: ünïcödé, €uro and 🎉 past eight bytes\",\"x\":\"0123456789abcdef\"}\n",
+        ];
+        for text in cases {
+            let got = fast.decode(text.as_bytes());
+            let want = arrow_decode(&s, text.as_bytes());
+            match (got, want) {
+                (Some(g), Some(w)) => {
+                    assert_eq!(concat(&s, &g), concat(&s, &w), "{text}");
+                }
+                (None, _) => {
+                    // Leaving the fast path is always allowed; the cases
+                    // above without nested values are expected to stay on it.
+                    assert!(text.contains("{\"y\""), "fast path refused {text:?}");
+                }
+                (Some(_), None) => panic!("fast path accepted what arrow rejects: {text:?}"),
+            }
+        }
+    }
+
+    /// Anything unusual leaves the fast path.
+    #[test]
+    fn refuses_outside_the_subset() {
+        let s = schema();
+        let fast = FastJson::new(&s, 1024).expect("supported");
+        for text in [
+            "{\"s\":\"a\\nb\"}",
+            "{\"s\":\"0123456789\\\"x\"}",
+            "{\"s\":\"012345678\tx\"}",
+            "{\"s\":\"0123456789abcdefgh",
+            "{\"s\":1}",
+            "{\"i\":\"1\"}",
+            "{\"i\":1.0}",
+            "{\"i\":01}",
+            "{\"i\":1,\"i\":2}",
+            "{\"s\":\"a\"}{\"s\":\"b\"}",
+            "{\"s\":\"a\",\n\"i\":1}",
+            "[1]",
+            "{\"s\":\"a\"",
+            "{\"s\":\"a\",}",
+            "{\"x\":[1]}",
+            "{\"n\":3000000000}",
+            "{\"ts\":\"yesterday\"}",
+            "{\"ts\":1}",
+            "{\"b\":tru}",
+            "{\"b\":nullx}",
+            "{\"d\":1e999}",
+            "{\"d\":.5}",
+            "nul",
+        ] {
+            assert!(fast.decode(text.as_bytes()).is_none(), "{text}");
+        }
+        assert!(fast.decode(b"{\"s\":\"\xff\"}").is_none());
+    }
+
+    /// The ISO shortcut gives what arrow's general parser gives.
+    #[test]
+    fn iso_timestamps_match_arrow() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let frac = match rnd(4) {
+                0 => String::new(),
+                1 => format!(".{}", rnd(1000)),
+                2 => format!(".{:06}", rnd(1_000_000)),
+                _ => format!(".{:09}", rnd(1_000_000_000)),
+            };
+            let zone = ["", "Z", "z"][rnd(3) as usize];
+            let sep = ["T", " ", "t"][rnd(3) as usize];
+            let text = format!(
+                "{:04}-{:02}-{:02}{sep}{:02}:{:02}:{:02}{frac}{zone}",
+                1 + rnd(2400),
+                1 + rnd(12),
+                1 + rnd(31),
+                rnd(24),
+                rnd(60),
+                rnd(60)
+            );
+            for unit in [
+                TimeUnit::Second,
+                TimeUnit::Millisecond,
+                TimeUnit::Microsecond,
+                TimeUnit::Nanosecond,
+            ] {
+                let fast = iso_timestamp(text.as_bytes(), unit);
+                let want = string_to_datetime(&chrono::Utc, &text)
+                    .ok()
+                    .and_then(|t| match unit {
+                        TimeUnit::Second => Some(t.timestamp()),
+                        TimeUnit::Millisecond => Some(t.timestamp_millis()),
+                        TimeUnit::Microsecond => Some(t.timestamp_micros()),
+                        TimeUnit::Nanosecond => t.timestamp_nanos_opt(),
+                    });
+                if let Some(f) = fast {
+                    assert_eq!(Some(f), want, "{text} {unit:?}");
+                    checked += 1;
+                } else {
+                    // Only invalid dates (day 31 of a short month, …) or nanosecond overflow fall back.
+                    assert!(
+                        want.is_none() || unit == TimeUnit::Nanosecond,
+                        "{text} {unit:?} fell back"
+                    );
+                }
+            }
+        }
+        assert!(checked > 50_000);
+        for odd in [
+            "2026-11-01T10:00:60Z",
+            "2026-11-01T10:00:00+01:00",
+            "2026-11-01",
+        ] {
+            assert_eq!(iso_timestamp(odd.as_bytes(), TimeUnit::Microsecond), None);
+        }
+    }
+
+    #[test]
+    fn unsupported_types_have_no_fast_path() {
+        let s: SchemaRef = Arc::new(Schema::new(vec![Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+            true,
+        )]));
+        assert!(FastJson::new(&s, 10).is_none());
+    }
+
+    #[test]
+    fn splits_into_batches() {
+        let s = schema();
+        let fast = FastJson::new(&s, 2).expect("supported");
+        let text = "{\"i\":1}\n{\"i\":2}\n{\"i\":3}\n";
+        let out = fast.decode(text.as_bytes()).expect("decodes");
+        assert_eq!(
+            out.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+    }
+}
