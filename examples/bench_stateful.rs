@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example bench_stateful             # 5 M events in 50 files, 3 runs, medians
 //! cargo run --release --example bench_stateful -- --quick  # 100 k events, 1 run (used by the test script)
+//! cargo run --release --example bench_stateful -- --only Parquet  # the workloads whose label contains "Parquet"
 //! ```
 //!
 //! Workloads (available-now, one run = one fresh checkpoint and table):
@@ -132,7 +133,13 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
 }
 
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only TEXT`: run the workloads whose label contains TEXT.
+    let only: Option<String> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
     let (events, files, runs, keys) = if quick {
         (100_000, 10, 1, 100_000)
     } else {
@@ -156,6 +163,9 @@ fn main() -> Result<()> {
                   max_files: Option<u64>,
                   spark: f64|
      -> Result<()> {
+        if only.as_ref().is_some_and(|o| !label.contains(o.as_str())) {
+            return Ok(());
+        }
         let mut secs = Vec::new();
         let mut last = (0, 0, 0);
         for _ in 0..runs {
@@ -187,6 +197,12 @@ fn main() -> Result<()> {
         3.3e6,
     )?;
 
+    if only
+        .as_ref()
+        .is_some_and(|o| !"count per key".contains(o.as_str()))
+    {
+        return Ok(());
+    }
     for strings in [false, true] {
         let (secs, rows, bytes) = count_state(keys, strings)?;
         println!(

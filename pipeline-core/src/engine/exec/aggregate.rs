@@ -843,27 +843,37 @@ impl AggregateOp {
         for w in &self.windows {
             let micros = timestamp_micros(b.column(w.time_index))
                 .ok_or_else(|| OpFailure("the window's time column is not a timestamp".into()))?;
-            let mut rows: Vec<u32> = Vec::with_capacity(b.num_rows());
-            let mut starts: Vec<i64> = Vec::with_capacity(b.num_rows());
             let overlapping = (w.size_us + w.slide_us - 1) / w.slide_us.max(1);
-            for (i, t) in micros.iter().enumerate() {
-                let Some(t) = t else { continue };
-                let last_start = t - (t - w.start_us).rem_euclid(w.slide_us.max(1));
-                for j in 0..overlapping {
-                    let s = last_start - j * w.slide_us;
-                    if s <= t && t < s + w.size_us {
-                        rows.push(i as u32);
-                        starts.push(s);
+            let slide = w.slide_us.max(1);
+            let (taken, starts): (RecordBatch, Vec<i64>) =
+                if overlapping == 1 && micros.null_count() == 0 {
+                    // Tumbling windows over non-null times: one window per row,
+                    // computed in one pass without moving rows.
+                    let starts = micros
+                        .values()
+                        .iter()
+                        .map(|t| t - (t - w.start_us).rem_euclid(slide))
+                        .collect();
+                    (b.clone(), starts)
+                } else {
+                    let mut rows: Vec<u32> = Vec::with_capacity(b.num_rows());
+                    let mut starts: Vec<i64> = Vec::with_capacity(b.num_rows());
+                    for (i, t) in micros.iter().enumerate() {
+                        let Some(t) = t else { continue };
+                        let last_start = t - (t - w.start_us).rem_euclid(slide);
+                        for j in 0..overlapping {
+                            let s = last_start - j * w.slide_us;
+                            if s <= t && t < s + w.size_us {
+                                rows.push(i as u32);
+                                starts.push(s);
+                            }
+                        }
                     }
-                }
-            }
-            let taken = if rows.len() == b.num_rows()
-                && rows.iter().enumerate().all(|(i, r)| *r as usize == i)
-            {
-                b.clone()
-            } else {
-                arrow::compute::take_record_batch(&b, &UInt32Array::from(rows))?
-            };
+                    (
+                        arrow::compute::take_record_batch(&b, &UInt32Array::from(rows))?,
+                        starts,
+                    )
+                };
             let window: ArrayRef = Arc::new(
                 arrow::array::TimestampMicrosecondArray::from(starts)
                     .with_data_type(w.start_type.clone()),
