@@ -504,3 +504,16 @@ fn damaged_metadata_is_an_error() {
         )
     );
 }
+
+#[test]
+fn fsync_setting_is_validated() {
+    use pipeline_core::engine::checkpoint::{configure_fsync, fsync_enabled, FSYNC_CONF_KEY};
+    let conf = |v: &str| BTreeMap::from([(FSYNC_CONF_KEY.to_string(), v.to_string())]);
+    let err = configure_fsync(&conf("yes")).unwrap_err().to_string();
+    assert!(err.contains(FSYNC_CONF_KEY) && err.contains("yes"), "{err}");
+    // The default (like Spark) is off.
+    configure_fsync(&BTreeMap::new()).unwrap();
+    assert!(!fsync_enabled());
+    configure_fsync(&conf(" FALSE ")).unwrap();
+    assert!(!fsync_enabled());
+}

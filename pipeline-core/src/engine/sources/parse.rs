@@ -913,8 +913,29 @@ fn parquet_read(
     path: &Path,
     row_groups: Option<Vec<usize>>,
 ) -> Result<Vec<RecordBatch>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+    if row_groups.is_none() && size <= WHOLE_FILE_BYTES {
+        // Small files are read at once: pages are then slices of one
+        // buffer instead of a read and an allocation each.
+        let mut buf = Vec::with_capacity(size as usize);
+        file.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(buf))?;
+        return parquet_decode(cfg, path, builder, None);
+    }
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+    parquet_decode(cfg, path, builder, row_groups)
+}
+
+/// Parquet files up to this size are read into memory at once.
+const WHOLE_FILE_BYTES: u64 = 64 << 20;
+
+fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
+    cfg: &ParseConfig,
+    path: &Path,
+    builder: ParquetRecordBatchReaderBuilder<R>,
+    row_groups: Option<Vec<usize>>,
+) -> Result<Vec<RecordBatch>> {
     let file_schema = builder.schema().clone();
     // Target column -> file column index (exact name, else case-insensitive).
     let mapping: Vec<Option<usize>> = cfg
