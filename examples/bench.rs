@@ -19,110 +19,14 @@
 //! §8): 1.2 M rows/s JSON → Parquet, 3.3 M rows/s Parquet → Parquet, about
 //! 350 ms per small micro-batch.
 
-use std::io::Write;
+#[path = "support/bench_data.rs"]
+mod bench_data;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Instant;
 
-use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use bench_data::{median, read_events, timed_run};
 use pipelines as dp;
-use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::prelude::*;
-
-const SERVICES: [&str; 5] = ["checkout", "search", "auth", "payments", "catalog"];
-const LEVELS: [&str; 4] = ["INFO", "INFO", "WARN", "ERROR"];
-
-fn event(i: u64) -> (i64, String, &'static str, &'static str, i64) {
-    // 2026-11-01T00:00:00Z plus 10 ms per event.
-    let ts_ms = 1_793_491_200_000i64 + (i as i64) * 10;
-    let user = format!("user-{:06}", (i * 7919) % 100_000);
-    let service = SERVICES[(i % 5) as usize];
-    let level = LEVELS[((i / 3) % 4) as usize];
-    let value = ((i * 31) % 1000) as i64;
-    (ts_ms, user, service, level, value)
-}
-
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_default()
-}
-
-fn generate_json(dir: &Path, events: u64, files: u64) -> std::io::Result<u64> {
-    std::fs::create_dir_all(dir)?;
-    let per_file = events / files;
-    let mut bytes = 0u64;
-    for f in 0..files {
-        let path = dir.join(format!("events-{f:04}.json"));
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        for i in f * per_file..(f + 1) * per_file {
-            let (ts, user, service, level, value) = event(i);
-            let line = format!(
-                "{{\"ts\":\"{}\",\"user_id\":\"{user}\",\"service\":\"{service}\",\"level\":\"{level}\",\"value\":{value}}}\n",
-                iso(ts)
-            );
-            bytes += line.len() as u64;
-            w.write_all(line.as_bytes())?;
-        }
-        w.flush()?;
-    }
-    Ok(bytes)
-}
-
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            true,
-        ),
-        Field::new("user_id", DataType::Utf8, true),
-        Field::new("service", DataType::Utf8, true),
-        Field::new("level", DataType::Utf8, true),
-        Field::new("value", DataType::Int64, true),
-    ]))
-}
-
-fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| dp::Error::io(dir, e))?;
-    let per_file = events / files;
-    for f in 0..files {
-        let path = dir.join(format!("events-{f:04}.parquet"));
-        let file = std::fs::File::create(&path).map_err(|e| dp::Error::io(&path, e))?;
-        let mut writer = parquet::arrow::ArrowWriter::try_new(file, schema(), None)?;
-        let range = f * per_file..(f + 1) * per_file;
-        let mut ts = Vec::new();
-        let mut users = Vec::new();
-        let mut services = Vec::new();
-        let mut levels = Vec::new();
-        let mut values = Vec::new();
-        for i in range {
-            let (t, u, s, l, v) = event(i);
-            ts.push(t * 1000);
-            users.push(u);
-            services.push(s);
-            levels.push(l);
-            values.push(v);
-        }
-        let batch = RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
-                Arc::new(StringArray::from(users)),
-                Arc::new(StringArray::from(services)),
-                Arc::new(StringArray::from(levels)),
-                Arc::new(Int64Array::from(values)),
-            ],
-        )?;
-        writer.write(&batch)?;
-        writer.close()?;
-    }
-    Ok(())
-}
-
-const DDL: &str = "ts TIMESTAMP, user_id STRING, service STRING, level STRING, value BIGINT";
 
 /// Runs one filter + project flow from `input` (format `format`) into a
 /// fresh Parquet table; returns (seconds, batches, rows read).
@@ -132,46 +36,14 @@ fn run_flow(
     format: &'static str,
     max_files: Option<u64>,
 ) -> Result<(f64, u64, u64)> {
-    let storage = work.join("storage");
-    let _ = std::fs::remove_dir_all(&storage);
     let input = input.to_path_buf();
-    let p = dp::Pipeline::new()
-        .append_flow("filter_project", "out", move |s: &Session| {
-            let mut r = s.read_stream().format(format);
-            if format != "parquet" {
-                r = r.schema(DDL);
-            }
-            if let Some(n) = max_files {
-                r = r.option("maxFilesPerTrigger", n.to_string());
-            }
-            r.load(input.to_string_lossy().to_string())?
-                .filter("level <> 'INFO'")?
-                .select_expr(["ts", "user_id", "service", "value * 2 AS value2"])
-        })
-        .create_streaming_table(
-            "out",
-            dp::TableOptions {
-                format: Some("parquet".into()),
-                ..Default::default()
-            },
-        );
-    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
-    if std::env::args().any(|a| a == "--fsync") {
-        spec_text.push_str("configuration:\n  pipelines.checkpoint.fsync: \"true\"\n");
-    }
-    let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
-    let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
-    let opts = RunOptions::new(work, &storage);
-    let t = Instant::now();
-    let summary = run(&graph, &opts)?;
-    let secs = t.elapsed().as_secs_f64();
-    let f = &summary.flows[0];
+    let fsync = std::env::args().any(|a| a == "--fsync");
+    let (secs, f) = timed_run(work, fsync, move |s: &Session| {
+        read_events(s, &input, format, max_files)?
+            .filter("level <> 'INFO'")?
+            .select_expr(["ts", "user_id", "service", "value * 2 AS value2"])
+    })?;
     Ok((secs, f.batches, f.input_rows))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() -> Result<()> {
@@ -201,19 +73,7 @@ fn main() -> Result<()> {
     let data = root.join(format!("data-{events}"));
     let json_dir = data.join("json");
     let parquet_dir = data.join("parquet");
-    if !data.join("done-marker").exists() {
-        let _ = std::fs::remove_dir_all(&data);
-        let t = Instant::now();
-        let bytes =
-            generate_json(&json_dir, events, files).map_err(|e| dp::Error::io(&json_dir, e))?;
-        generate_parquet(&parquet_dir, events, files)?;
-        std::fs::write(data.join("done-marker"), bytes.to_string()).ok();
-        println!(
-            "generated {events} events ({:.1} bytes/line) in {files} files in {:.1}s",
-            bytes as f64 / events as f64,
-            t.elapsed().as_secs_f64()
-        );
-    }
+    bench_data::ensure_data(&data, events, files)?;
     let work = root.join("work");
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
 
@@ -278,7 +138,8 @@ fn main() -> Result<()> {
         .exists()
     {
         let _ = std::fs::remove_dir_all(&small);
-        generate_json(&small, n_small, n_small).map_err(|e| dp::Error::io(&small, e))?;
+        bench_data::generate_json(&small, n_small, n_small)
+            .map_err(|e| dp::Error::io(&small, e))?;
     }
     let mut per_batch = Vec::new();
     for _ in 0..runs {

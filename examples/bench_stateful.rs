@@ -29,9 +29,10 @@ use arrow::array::{Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use pipelines as dp;
 use pipelines::engine::exec::{BatchContext, CompiledPlan};
-use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::formats::OutputMode;
 use pipelines::prelude::*;
+
+use bench_data::{median, read_events, timed_run};
 
 /// Runs the windowed count from `input`; returns (seconds, batches, rows read, rows written).
 fn run_windowed_count(
@@ -40,44 +41,14 @@ fn run_windowed_count(
     format: &'static str,
     max_files: Option<u64>,
 ) -> Result<(f64, u64, u64, u64)> {
-    let storage = work.join("storage");
-    let _ = std::fs::remove_dir_all(&storage);
     let input = input.to_path_buf();
-    let p = dp::Pipeline::new()
-        .append_flow("windowed_count", "counts", move |s: &Session| {
-            let mut r = s.read_stream().format(format);
-            if format != "parquet" {
-                r = r.schema(bench_data::DDL);
-            }
-            if let Some(n) = max_files {
-                r = r.option("maxFilesPerTrigger", n.to_string());
-            }
-            r.load(input.to_string_lossy().to_string())?
-                .with_watermark("ts", "10 minutes")?
-                .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
-                .count()
-        })
-        .create_streaming_table(
-            "counts",
-            dp::TableOptions {
-                format: Some("parquet".into()),
-                ..Default::default()
-            },
-        );
-    let spec_text = format!("name: bench\nstorage: {}\n", storage.display());
-    let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
-    let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
-    let opts = RunOptions::new(work, &storage);
-    let t = Instant::now();
-    let summary = run(&graph, &opts)?;
-    let secs = t.elapsed().as_secs_f64();
-    let f = &summary.flows[0];
+    let (secs, f) = timed_run(work, false, move |s: &Session| {
+        read_events(s, &input, format, max_files)?
+            .with_watermark("ts", "10 minutes")?
+            .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+            .count()
+    })?;
     Ok((secs, f.batches, f.input_rows, f.output_rows))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Counts `keys` distinct keys in one batch; returns (seconds, state rows,

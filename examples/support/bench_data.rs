@@ -1,6 +1,7 @@
-//! Deterministic benchmark events, shared by the benchmark examples: ~90-byte
-//! JSON lines (ISO timestamp, user id, service, level, integer value), and
-//! the same events as Parquet.
+//! Shared by the benchmark examples: deterministic events (~90-byte JSON
+//! lines: ISO timestamp, user id, service, level, integer value, and the
+//! same events as Parquet), a reader of them, and a timed run of one flow
+//! into a fresh Parquet table.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,6 +11,7 @@ use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use pipelines as dp;
+use pipelines::engine::runtime::{run, FlowSummary, RunOptions};
 use pipelines::prelude::*;
 
 /// The events' schema as Spark DDL.
@@ -131,4 +133,60 @@ pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A streaming read of the events in `input` (`json` or `parquet`), at most
+/// `max_files` files per micro-batch.
+pub fn read_events(
+    s: &Session,
+    input: &Path,
+    format: &str,
+    max_files: Option<u64>,
+) -> Result<DataFrame> {
+    let mut r = s.read_stream().format(format);
+    if format != "parquet" {
+        r = r.schema(DDL);
+    }
+    if let Some(n) = max_files {
+        r = r.option("maxFilesPerTrigger", n.to_string());
+    }
+    r.load(input.to_string_lossy().to_string())
+}
+
+/// Runs `query` as the only flow, into a fresh Parquet table under `work`
+/// (with `pipelines.checkpoint.fsync` when `fsync`); returns the wall time
+/// in seconds and what the flow did.
+pub fn timed_run(
+    work: &Path,
+    fsync: bool,
+    query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+) -> Result<(f64, FlowSummary)> {
+    let storage = work.join("storage");
+    let _ = std::fs::remove_dir_all(&storage);
+    let p = dp::Pipeline::new()
+        .append_flow("bench_flow", "out", query)
+        .create_streaming_table(
+            "out",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
+    if fsync {
+        spec_text.push_str("configuration:\n  pipelines.checkpoint.fsync: \"true\"\n");
+    }
+    let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
+    let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
+    let opts = RunOptions::new(work, &storage);
+    let t = std::time::Instant::now();
+    let summary = run(&graph, &opts)?;
+    let secs = t.elapsed().as_secs_f64();
+    Ok((secs, summary.flows[0].clone()))
+}
+
+/// The median of `v` (which must not be empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
 }

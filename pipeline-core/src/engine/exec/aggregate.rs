@@ -994,23 +994,7 @@ impl AggregateOp {
             columns.push(acc.evaluate(EmitTo::All)?);
             col += n_state;
         }
-        // Casts keep declared types (e.g. nullability-only differences).
-        let columns = columns
-            .into_iter()
-            .zip(self.output_schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    arrow::compute::cast(&c, f.data_type())
-                }
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new_with_options(
-            self.output_schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(n)),
-        )?)
+        super::batch_in_schema(&self.output_schema, columns, n)
     }
 }
 

@@ -282,18 +282,8 @@ impl DedupOp {
                     .collect();
                 cols.push(Arc::new(exp));
             }
-            let cols = cols
-                .into_iter()
-                .zip(self.state_schema.fields())
-                .map(|(c, f)| {
-                    if c.data_type() == f.data_type() {
-                        Ok(c)
-                    } else {
-                        arrow::compute::cast(&c, f.data_type())
-                    }
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            new_keys = Some(RecordBatch::try_new(self.state_schema.clone(), cols)?);
+            let n = emitted.num_rows();
+            new_keys = Some(super::batch_in_schema(&self.state_schema, cols, n)?);
             if emitted.num_rows() > 0 {
                 output.push(emitted);
             }

@@ -664,6 +664,31 @@ pub(crate) fn with_schema(
     )?)
 }
 
+/// `columns` as a batch of `n` rows in `schema`, each column cast to its
+/// field's type where it differs (e.g. a dictionary or timezone variant).
+pub(crate) fn batch_in_schema(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    n: usize,
+) -> std::result::Result<RecordBatch, OpFailure> {
+    let columns = columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c)
+            } else {
+                arrow::compute::cast(&c, f.data_type())
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(n)),
+    )?)
+}
+
 /// Splits rows into `n` contiguous partitions (slices, no copies).
 fn split_rows(batches: Vec<RecordBatch>, n: usize) -> Vec<Vec<RecordBatch>> {
     let total: usize = batches.iter().map(|b| b.num_rows()).sum();
