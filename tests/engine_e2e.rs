@@ -357,3 +357,32 @@ fn continuous_run_picks_up_new_files_until_stopped() {
         .count();
     assert_eq!(commits, offsets, "stopped at a batch boundary");
 }
+
+/// An available-now run reports the backlog left after each batch (the
+/// terminal line shows it as a progress indicator).
+#[test]
+fn available_now_progress_shows_the_backlog() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for i in 0..3 {
+        write(&dir.join("in"), &format!("{i}.json"), &[r#"{"n":1}"#]);
+    }
+    let p = dp::Pipeline::new()
+        .append_flow("drain", "drain_out", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("n BIGINT")
+                .option("maxFilesPerTrigger", "1")
+                .load("in")
+        })
+        .create_sink("drain_out", "memory", [("queryName", "backlog_out")]);
+    run_pipeline(&p, dir);
+    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let backlog: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["flow"] == "drain" && v.get("batchId").is_some())
+        .map(|v| v["backlog"].as_str().unwrap_or("-").to_string())
+        .collect();
+    assert_eq!(backlog, ["2 files left", "1 file left", "0 files left"]);
+}

@@ -84,6 +84,10 @@ pub struct BatchProgress {
     /// Per stateful operator: state rows, updates, evictions, late rows
     /// dropped, state bytes.
     pub state_operators: Vec<crate::engine::exec::StateOperatorProgress>,
+    /// During an available-now run, what is left of the sources' backlog
+    /// (e.g. "38 files left").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
 }
 
 impl BatchProgress {
@@ -112,7 +116,11 @@ impl BatchProgress {
                     (false, l) => format!("  state {state}  late {l}"),
                 }
             },
-            if self.replayed { "  (replayed)" } else { "" }
+            match &self.backlog {
+                Some(b) => format!("  {b}{}", if self.replayed { "  (replayed)" } else { "" }),
+                None if self.replayed => "  (replayed)".to_string(),
+                None => String::new(),
+            }
         )
     }
 }

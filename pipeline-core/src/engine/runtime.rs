@@ -863,6 +863,17 @@ impl StreamingQuery {
             sources,
             sink: self.sink_description.clone(),
             sink_skipped_replay: write.skipped_replay,
+            backlog: {
+                let parts: Vec<String> = self
+                    .leaves
+                    .iter()
+                    .filter_map(|l| match l {
+                        LeafInput::Streaming { source, .. } => source.backlog(),
+                        LeafInput::Static { .. } => None,
+                    })
+                    .collect();
+                (!parts.is_empty()).then(|| parts.join(", "))
+            },
             state_operators: result.state_operators,
         };
         self.reporter.report(&progress)?;

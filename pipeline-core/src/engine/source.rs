@@ -77,6 +77,12 @@ pub trait Source: Send {
         Ok(())
     }
 
+    /// During an available-now run: how much of the backlog fixed at its
+    /// start is not yet in a batch, e.g. "38 files". None when unknown.
+    fn backlog(&self) -> Option<String> {
+        None
+    }
+
     /// False when a replay may not return the same rows (the socket source).
     fn replayable(&self) -> bool {
         true

@@ -652,6 +652,19 @@ impl Source for FileSource {
         self.schema.clone()
     }
 
+    fn backlog(&self) -> Option<String> {
+        let left = self
+            .available_now
+            .as_ref()?
+            .iter()
+            .filter(|c| !self.seen.contains(&self.key(&c.path)))
+            .count();
+        Some(format!(
+            "{left} file{} left",
+            if left == 1 { "" } else { "s" }
+        ))
+    }
+
     fn prepare_available_now(&mut self) -> Result<()> {
         let files = self.list()?;
         self.available_now = Some(files.into());
