@@ -304,6 +304,14 @@ pub(crate) fn append_entry(meta: &Path, statuses: &[SinkFileStatus]) -> Result<u
         match linked {
             Ok(true) => {
                 crate::engine::checkpoint::sync_dir(meta);
+                // A writer that took its number long ago may have linked
+                // it after a newer compaction (and its cleanup) passed that
+                // number by: readers start at the compaction, so the entry
+                // would be lost. Then take a new number.
+                if superseded(meta, n, statuses)? {
+                    let _ = fs::remove_file(&target);
+                    continue;
+                }
                 if let Some(p) = prev_compact {
                     cleanup(meta, p);
                 }
@@ -317,6 +325,36 @@ pub(crate) fn append_entry(meta: &Path, statuses: &[SinkFileStatus]) -> Result<u
         "could not add an entry to the manifest {}: other writers kept taking every entry number",
         meta.display()
     )))
+}
+
+/// True when a compaction newer than entry `n` exists that does not list
+/// `statuses`' files: entry `n` is then invisible to readers.
+fn superseded(meta: &Path, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> {
+    for _ in 0..20 {
+        let listing = list_log(meta)?;
+        let Some(latest_compact) = listing.iter().rev().find(|(_, &c)| c).map(|(&id, _)| id) else {
+            return Ok(false);
+        };
+        if latest_compact <= n {
+            return Ok(false);
+        }
+        let path = entry_path(meta, latest_compact, true);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            // Cleaned up by a newer compaction meanwhile: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let listed: HashSet<String> = parse_entry(&path, &text)?
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        return Ok(!statuses.iter().all(|s| listed.contains(&s.path)));
+    }
+    Err(Error::checkpoint(
+        meta,
+        "its compactions kept disappearing while an entry was added (is something deleting `_spark_metadata` files?)",
+    ))
 }
 
 /// Deletes manifest entries older than compaction `keep_from` (best effort:
