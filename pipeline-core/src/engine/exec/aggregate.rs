@@ -837,6 +837,28 @@ impl AggregateOp {
         Ok((merged, touched, replaced))
     }
 
+    /// `rows` with `column` appended, in the prepared schema's next field.
+    fn with_prepared_column(
+        &self,
+        rows: &RecordBatch,
+        column: ArrayRef,
+    ) -> std::result::Result<RecordBatch, OpFailure> {
+        let mut cols = rows.columns().to_vec();
+        cols.push(column);
+        let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        Ok(RecordBatch::try_new_with_options(
+            Arc::new(Schema::new_with_metadata(
+                fields,
+                self.prepared_schema.metadata().clone(),
+            )),
+            cols,
+            &RecordBatchOptions::new().with_row_count(Some(rows.num_rows())),
+        )?)
+    }
+
     /// Adds the window columns (one row per window it falls in).
     fn prepare(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, OpFailure> {
         let mut b = batch;
@@ -878,21 +900,7 @@ impl AggregateOp {
                 arrow::array::TimestampMicrosecondArray::from(starts)
                     .with_data_type(w.start_type.clone()),
             );
-            let mut cols = taken.columns().to_vec();
-            cols.push(window);
-            let n = taken.num_rows();
-            let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            b = RecordBatch::try_new_with_options(
-                Arc::new(Schema::new_with_metadata(
-                    fields,
-                    self.prepared_schema.metadata().clone(),
-                )),
-                cols,
-                &RecordBatchOptions::new().with_row_count(Some(n)),
-            )?;
+            b = self.with_prepared_column(&taken, window)?;
         }
         if let Some(sk) = &self.session {
             let micros = timestamp_micros(b.column(sk.time_index))
@@ -904,27 +912,14 @@ impl AggregateOp {
             }
             let micros = timestamp_micros(b.column(sk.time_index))
                 .ok_or_else(|| OpFailure("the session's time column is not a timestamp".into()))?;
-            let mut cols = b.columns().to_vec();
-            cols.push(Arc::new(
+            let start: ArrayRef = Arc::new(
                 arrow::array::TimestampMicrosecondArray::new(
                     micros.values().clone(),
                     micros.nulls().cloned(),
                 )
                 .with_data_type(sk.start_type.clone()),
-            ));
-            let n = b.num_rows();
-            let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            b = RecordBatch::try_new_with_options(
-                Arc::new(Schema::new_with_metadata(
-                    fields,
-                    self.prepared_schema.metadata().clone(),
-                )),
-                cols,
-                &RecordBatchOptions::new().with_row_count(Some(n)),
-            )?;
+            );
+            b = self.with_prepared_column(&b, start)?;
         }
         if b.schema_ref() != &self.prepared_schema {
             let n = b.num_rows();
