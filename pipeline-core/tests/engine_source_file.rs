@@ -772,3 +772,27 @@ fn cpu_seconds() -> f64 {
     // Fields 14 and 15 of the file (utime, stime) in clock ticks (100/s).
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
+
+#[test]
+fn a_timestamp_pattern_option_is_refused_not_misread() {
+    let e = env();
+    e.write("data/logs/a.json", "{\"id\":1}\n", 1);
+    let s = json_spec(&[("timestampFormat", "dd/MM/yyyy HH:mm")]);
+    let err = match open_source(&s, s.schema.clone().unwrap(), e.ctx()) {
+        Ok(_) => panic!("the option was accepted"),
+        Err(err) => err,
+    };
+    match err {
+        pipeline_core::Error::Runtime { message, help } => {
+            assert_eq!(
+                message,
+                "flow `f`: option `timestampFormat` (`dd/MM/yyyy HH:mm`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
+            );
+            assert_eq!(
+                help.as_deref(),
+                Some("remove `timestampFormat` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)")
+            );
+        }
+        other => panic!("unexpected error {other}"),
+    }
+}

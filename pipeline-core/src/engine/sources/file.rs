@@ -24,7 +24,8 @@
 //! `FAILFAST`), `columnNameOfCorruptRecord`, json `multiLine`, csv
 //! `header`, `sep`/`delimiter`, `quote`, `escape`, `comment`, `nullValue`.
 //! Timestamps are read in ISO-8601 (`2026-11-01T10:00:05Z`,
-//! `2026-11-01 10:00:05`, UTC when no zone is given).
+//! `2026-11-01 10:00:05`, UTC when no zone is given); `timestampFormat` or
+//! `dateFormat` with another pattern is refused with the way to convert.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs;
@@ -247,6 +248,28 @@ impl FileSource {
             ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
             base_dir: ctx.base_dir.clone(),
         };
+        // Spark's pattern options would change how timestamps parse; reading
+        // ISO-8601 instead would silently turn other forms into nulls.
+        for key in ["timestampFormat", "timestampNTZFormat", "dateFormat"] {
+            if let Some(v) = options.get(key) {
+                let iso = matches!(
+                    v.trim(),
+                    "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]"
+                        | "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+                        | "yyyy-MM-dd"
+                );
+                if !iso {
+                    return Err(Error::runtime_with_help(
+                        format!(
+                            "flow `{flow}`: option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
+                        ),
+                        format!(
+                            "remove `{key}` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)"
+                        ),
+                    ));
+                }
+            }
+        }
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
