@@ -159,7 +159,22 @@ fn case_graph(
     mode: OutputMode,
     query: dp::Query,
 ) -> dp::graph::PipelineGraph {
+    case_graph_with(dir, name, sink, mode, &[], query)
+}
+
+/// [`case_graph`] with extra flow settings (`conf`).
+fn case_graph_with(
+    dir: &Path,
+    name: &str,
+    sink: &str,
+    mode: OutputMode,
+    conf: &[(&str, &str)],
+    query: dp::Query,
+) -> dp::graph::PipelineGraph {
     let mut flow = dp::FlowDef::append(name, sink, query);
+    for (k, v) in conf {
+        flow.conf.insert(k.to_string(), v.to_string());
+    }
     match mode {
         OutputMode::Append => {}
         OutputMode::Update => flow.kind = dp::registry::FlowKind::Update,
@@ -190,6 +205,16 @@ fn check_case(
     mode: OutputMode,
     build: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
 ) {
+    check_case_with(case, mode, &[], build);
+}
+
+/// [`check_case`] with extra flow settings (`conf`).
+fn check_case_with(
+    case: &str,
+    mode: OutputMode,
+    conf: &[(&str, &str)],
+    build: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
+) {
     let expected = load_expected(case);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -201,7 +226,7 @@ fn check_case(
         s2.lock().unwrap().push((id, batches.to_vec()));
         Ok(())
     });
-    let graph = case_graph(dir, case, &sink, mode, dp::Query::new(build));
+    let graph = case_graph_with(dir, case, &sink, mode, conf, dp::Query::new(build));
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
 
     // Rows per batch.
@@ -677,4 +702,48 @@ fn state_survives_a_restart_for_every_stateful_operator() {
         let (impressions, clicks) = impressions_and_clicks(s)?;
         impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
     });
+}
+
+/// `spark.sql.shuffle.partitions` spreads aggregation state over that many
+/// hash partitions; the results do not change.
+#[test]
+fn state_partitions_do_not_change_results() {
+    for parts in ["1", "7"] {
+        check_case_with(
+            "aggs_update",
+            OutputMode::Update,
+            &[("spark.sql.shuffle.partitions", parts)],
+            |s| {
+                events(s)?
+                    .with_watermark("ts", "10 minutes")?
+                    .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
+                    .agg([
+                        "count(*) AS n",
+                        "sum(value) AS sum",
+                        "min(value) AS min",
+                        "max(value) AS max",
+                        "avg(value) AS avg",
+                    ])
+            },
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let graph = case_graph_with(
+        tmp.path(),
+        "bad_parts",
+        "bad_parts_sink",
+        OutputMode::Update,
+        &[("spark.sql.shuffle.partitions", "zero")],
+        dp::Query::new(|s| events(s)?.group_by(["user"]).count()),
+    );
+    let err = run(
+        &graph,
+        &RunOptions::new(tmp.path(), tmp.path().join("storage")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`spark.sql.shuffle.partitions` is `zero`, not a whole number from 1 to 1024"),
+        "{err}"
+    );
 }

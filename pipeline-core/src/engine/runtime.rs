@@ -206,7 +206,16 @@ fn precheck(graph: &PipelineGraph, flows: &[&FlowNode]) -> Result<()> {
                 continue;
             }
         };
-        if let Err(e) = CompiledPlan::compile(&flow.def.name, &flow.plan, &resolved, 2) {
+        let compiled = state_partitions(graph, flow).and_then(|parts| {
+            CompiledPlan::compile_with_state_partitions(
+                &flow.def.name,
+                &flow.plan,
+                &resolved,
+                2,
+                parts,
+            )
+        });
+        if let Err(e) = compiled {
             let (message, help) = match e {
                 Error::Runtime { message, help } => (message, help),
                 Error::Plan(p) => (p.message, p.help),
@@ -417,7 +426,14 @@ impl StreamingQuery {
                     .join("; ")
             ))
         })?;
-        let mut compiled = CompiledPlan::compile(name, &flow.plan, &resolved, 2)?;
+        let state_partitions = state_partitions(graph, flow)?;
+        let mut compiled = CompiledPlan::compile_with_state_partitions(
+            name,
+            &flow.plan,
+            &resolved,
+            2,
+            state_partitions,
+        )?;
         let policy = WatermarkPolicy::from_conf(name, &flow_settings(flow))?;
 
         let ckpt_dir = checkpoint_path(flow, opts);
@@ -919,6 +935,37 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(left.min(Duration::from_millis(50))).await;
+    }
+}
+
+/// The setting choosing how many hash partitions hold aggregation state.
+pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
+
+/// The flow's state partitions: its settings, then the pipeline's
+/// `configuration:`, else twice the cores (at most 16).
+fn state_partitions(graph: &PipelineGraph, flow: &FlowNode) -> Result<usize> {
+    let settings = flow_settings(flow);
+    let value = settings
+        .get(SHUFFLE_PARTITIONS)
+        .or_else(|| graph.configuration.get(SHUFFLE_PARTITIONS));
+    match value {
+        None => Ok(std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .saturating_mul(2)
+            .clamp(1, 16)),
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(n),
+            _ => Err(Error::runtime_with_help(
+                format!(
+                    "flow `{}`: `{SHUFFLE_PARTITIONS}` is `{v}`, not a whole number from 1 to 1024",
+                    flow.def.name
+                ),
+                format!(
+                    "set `{SHUFFLE_PARTITIONS}: 4` in the flow's options or under `configuration:`"
+                ),
+            )),
+        },
     }
 }
 

@@ -136,12 +136,14 @@ pub(crate) fn find_aggregate(plan: &LogicalPlan) -> Option<&Aggregate> {
 
 impl AggregateOp {
     /// Plans the aggregation `agg` (from a resolved plan, over a scan named
-    /// `input` of `child_schema`).
+    /// `input` of `child_schema`): the batch's partial aggregation runs on
+    /// `partitions` partitions, the state is kept in `state_partitions`.
     pub(crate) fn new(
         flow: &str,
         agg: &Aggregate,
         child_schema: &SchemaRef,
         partitions: usize,
+        state_partitions: usize,
         ctx: &SessionContext,
     ) -> Result<AggregateOp> {
         let fail = |msg: String| -> Error {
@@ -328,7 +330,7 @@ impl AggregateOp {
             partitions,
             aggs,
             n_keys,
-            state: vec![RecordBatch::new_empty(state_schema.clone()); partitions.max(1)],
+            state: vec![RecordBatch::new_empty(state_schema.clone()); state_partitions.max(1)],
             state_schema,
             output_schema,
             event_key,

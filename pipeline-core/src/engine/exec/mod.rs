@@ -289,6 +289,19 @@ impl CompiledPlan {
         resolved: &ResolvedPlan,
         partitions: usize,
     ) -> Result<CompiledPlan> {
+        Self::compile_with_state_partitions(flow, plan, resolved, partitions, partitions)
+    }
+
+    /// As [`compile`](Self::compile), with the state of aggregations kept in
+    /// `state_partitions` hash partitions of the keys, merged in parallel
+    /// (Spark's `spark.sql.shuffle.partitions`).
+    pub fn compile_with_state_partitions(
+        flow: &str,
+        plan: &DataFrame,
+        resolved: &ResolvedPlan,
+        partitions: usize,
+        state_partitions: usize,
+    ) -> Result<CompiledPlan> {
         let partitions = partitions.max(1);
         check_streaming_ops(flow, plan)?;
         check_windows(flow, resolved.root())?;
@@ -297,6 +310,7 @@ impl CompiledPlan {
         let mut builder = Builder {
             flow,
             partitions,
+            state_partitions: state_partitions.max(1),
             ctx: &ctx,
             leaves: Vec::new(),
             by_node: HashMap::new(),
@@ -909,6 +923,7 @@ struct StageBuilder {
 struct Builder<'a> {
     flow: &'a str,
     partitions: usize,
+    state_partitions: usize,
     ctx: &'a SessionContext,
     leaves: Vec<Leaf>,
     by_node: HashMap<*const PlanNode, usize>,
@@ -955,8 +970,14 @@ impl Builder<'_> {
                     ))
                 })?;
                 let child_schema = r.children[0].schema.clone();
-                let op =
-                    AggregateOp::new(self.flow, agg, &child_schema, self.partitions, self.ctx)?;
+                let op = AggregateOp::new(
+                    self.flow,
+                    agg,
+                    &child_schema,
+                    self.partitions,
+                    self.state_partitions,
+                    self.ctx,
+                )?;
                 let out_schema = op.output_schema();
                 let child = self.sub_stage(&r.children[0])?;
                 let scan = self.op_slot(Op::Aggregate(Box::new(op)), vec![child], out_schema)?;
