@@ -219,7 +219,11 @@ fn check_case_with(
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     prepare_inputs(case, dir);
-    let sink = format!("stateful_{case}");
+    // Sinks are registered by name, process-wide: a name per run keeps
+    // tests running in parallel apart.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run_id = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let sink = format!("stateful_{case}_{run_id}");
     let seen: Arc<Mutex<Batches>> = Arc::default();
     let s2 = seen.clone();
     dp::engine::sinks::register_foreach_batch(&sink, move |batches: &[RecordBatch], id: u64| {
