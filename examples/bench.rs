@@ -22,7 +22,7 @@
 #[path = "support/bench_data.rs"]
 mod bench_data;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bench_data::{median, read_events, timed_run};
 use pipelines as dp;
@@ -64,12 +64,7 @@ fn main() -> Result<()> {
     }
     // Only the workloads whose label contains this text ("per-micro-batch" for the overhead).
     let only = arg("--only").unwrap_or_default();
-    let root = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| {
-        std::env::temp_dir()
-            .join("pipelines-bench")
-            .to_string_lossy()
-            .to_string()
-    }));
+    let root = bench_data::bench_root();
     let data = root.join(format!("data-{events}"));
     let json_dir = data.join("json");
     let parquet_dir = data.join("parquet");

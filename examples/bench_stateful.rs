@@ -21,7 +21,7 @@
 #[allow(dead_code)]
 mod bench_data;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -116,12 +116,7 @@ fn main() -> Result<()> {
     } else {
         (5_000_000, 50, 3, 10_000_000)
     };
-    let root = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| {
-        std::env::temp_dir()
-            .join("pipelines-bench")
-            .to_string_lossy()
-            .to_string()
-    }));
+    let root = bench_data::bench_root();
     let data = root.join(format!("data-{events}"));
     bench_data::ensure_data(&data, events, files)?;
     let work = root.join("work-stateful");

@@ -107,14 +107,28 @@ fn expected_windows() -> Vec<String> {
     out
 }
 
+/// The rows of table `name`, read through its manifest (committed files only).
+fn table_batches(dir: &Path, name: &str) -> Vec<arrow::record_batch::RecordBatch> {
+    let table = dir.join("storage/tables").join(name);
+    let files = pipelines::engine::sinks::committed_files(&table)
+        .unwrap()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for f in files {
+        let file = std::fs::File::open(&f.path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        out.extend(reader.map(|b| b.unwrap()));
+    }
+    out
+}
+
 /// The committed rows of the `counts` table, as `start|end|count`.
 fn table_windows(dir: &Path) -> Vec<String> {
     use arrow::array::{AsArray, StructArray};
     use arrow::datatypes::TimestampMicrosecondType;
-    let table = dir.join("storage/tables/counts");
-    let files = pipelines::engine::sinks::committed_files(&table)
-        .unwrap()
-        .unwrap_or_default();
     let fmt = |us: i64| {
         chrono::DateTime::from_timestamp_micros(us)
             .unwrap()
@@ -123,28 +137,20 @@ fn table_windows(dir: &Path) -> Vec<String> {
             .to_string()
     };
     let mut out = Vec::new();
-    for f in files {
-        let file = std::fs::File::open(&f.path).unwrap();
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let w = batch.column_by_name("window").unwrap();
-            let w = w.as_any().downcast_ref::<StructArray>().unwrap();
-            let start = w.column(0).as_primitive::<TimestampMicrosecondType>();
-            let end = w.column(1).as_primitive::<TimestampMicrosecondType>();
-            let n = batch.column_by_name("count").unwrap();
-            let n = n.as_any().downcast_ref::<Int64Array>().unwrap();
-            for i in 0..batch.num_rows() {
-                out.push(format!(
-                    "{}|{}|{}",
-                    fmt(start.value(i)),
-                    fmt(end.value(i)),
-                    n.value(i)
-                ));
-            }
+    for batch in table_batches(dir, "counts") {
+        let w = batch.column_by_name("window").unwrap();
+        let w = w.as_any().downcast_ref::<StructArray>().unwrap();
+        let start = w.column(0).as_primitive::<TimestampMicrosecondType>();
+        let end = w.column(1).as_primitive::<TimestampMicrosecondType>();
+        let n = batch.column_by_name("count").unwrap();
+        let n = n.as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..batch.num_rows() {
+            out.push(format!(
+                "{}|{}|{}",
+                fmt(start.value(i)),
+                fmt(end.value(i)),
+                n.value(i)
+            ));
         }
     }
     out.sort();
@@ -187,24 +193,12 @@ fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: 
 
 /// Ids in the table, read through its manifest (committed files only).
 fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
-    let table = dir.join("storage/tables/copied");
-    let files = pipelines::engine::sinks::committed_files(&table)
-        .unwrap()
-        .unwrap_or_default();
     let mut ids = BTreeMap::new();
-    for f in files {
-        let file = std::fs::File::open(&f.path).unwrap();
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let col = batch.column_by_name("id").unwrap();
-            let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
-            for i in 0..col.len() {
-                *ids.entry(col.value(i)).or_insert(0) += 1;
-            }
+    for batch in table_batches(dir, "copied") {
+        let col = batch.column_by_name("id").unwrap();
+        let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..col.len() {
+            *ids.entry(col.value(i)).or_insert(0) += 1;
         }
     }
     ids

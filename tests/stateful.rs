@@ -311,22 +311,12 @@ fn events(s: &Session) -> dp::Result<DataFrame> {
 
 #[test]
 fn tumbling_window_count_in_append_mode() {
-    check_case("tumbling_append", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "15 minutes")?
-            .group_by([tumbling_window(col("ts"), "10 minutes")])
-            .count()
-    });
+    check_case("tumbling_append", OutputMode::Append, tumbling_count);
 }
 
 #[test]
 fn tumbling_window_count_in_update_mode() {
-    check_case("tumbling_update", OutputMode::Update, |s| {
-        events(s)?
-            .with_watermark("ts", "15 minutes")?
-            .group_by([tumbling_window(col("ts"), "10 minutes")])
-            .count()
-    });
+    check_case("tumbling_update", OutputMode::Update, tumbling_count);
 }
 
 #[test]
@@ -338,13 +328,7 @@ fn count_per_key_in_complete_mode() {
 
 #[test]
 fn error_monitor_sliding_windows_in_append_mode() {
-    check_case("error_monitor", OutputMode::Append, |s| {
-        events(s)?
-            .filter("level = 'ERROR'")?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([window(col("ts"), "5 minutes", "1 minute"), col("service")])
-            .count()
-    });
+    check_case("error_monitor", OutputMode::Append, error_monitor);
 }
 
 #[test]
@@ -358,36 +342,21 @@ fn running_count_without_watermark_in_update_mode() {
 
 #[test]
 fn several_aggregates_per_window_in_update_mode() {
-    check_case("aggs_update", OutputMode::Update, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
-            .agg([
-                "count(*) AS n",
-                "sum(value) AS sum",
-                "min(value) AS min",
-                "max(value) AS max",
-                "avg(value) AS avg",
-            ])
-    });
+    check_case("aggs_update", OutputMode::Update, window_aggregates);
 }
 
 #[test]
 fn drop_duplicates_with_watermark() {
-    check_case("dedup", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .drop_duplicates(Some(&["user", "ts"]))
-    });
+    check_case("dedup", OutputMode::Append, dedup_user_ts);
 }
 
 #[test]
 fn drop_duplicates_within_watermark() {
-    check_case("dedup_within_watermark", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .drop_duplicates_within_watermark(["user"])
-    });
+    check_case(
+        "dedup_within_watermark",
+        OutputMode::Append,
+        dedup_user_within_watermark,
+    );
 }
 
 #[test]
@@ -418,6 +387,65 @@ fn impressions_and_clicks(s: &Session) -> dp::Result<(DataFrame, DataFrame)> {
 const CLICK_CONDITION: &str =
     "click_ad = imp_ad AND click_ts >= imp_ts AND click_ts <= imp_ts + interval 5 minutes";
 
+/// Count per 10-minute window, 15-minute watermark (tumbling_append/update).
+fn tumbling_count(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .with_watermark("ts", "15 minutes")?
+        .group_by([tumbling_window(col("ts"), "10 minutes")])
+        .count()
+}
+
+/// Seed 001's error monitor: ERROR rows per service in sliding windows.
+fn error_monitor(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .filter("level = 'ERROR'")?
+        .with_watermark("ts", "10 minutes")?
+        .group_by([window(col("ts"), "5 minutes", "1 minute"), col("service")])
+        .count()
+}
+
+/// count/sum/min/max/avg per 10-minute window and service (aggs_update).
+fn window_aggregates(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .with_watermark("ts", "10 minutes")?
+        .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
+        .agg([
+            "count(*) AS n",
+            "sum(value) AS sum",
+            "min(value) AS min",
+            "max(value) AS max",
+            "avg(value) AS avg",
+        ])
+}
+
+/// drop_duplicates on (user, ts) with a watermark (dedup).
+fn dedup_user_ts(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .with_watermark("ts", "10 minutes")?
+        .drop_duplicates(Some(&["user", "ts"]))
+}
+
+/// drop_duplicates_within_watermark on user (dedup_within_watermark).
+fn dedup_user_within_watermark(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .with_watermark("ts", "10 minutes")?
+        .drop_duplicates_within_watermark(["user"])
+}
+
+/// Count per user in 5-minute-gap sessions (session_append).
+fn user_sessions(s: &Session) -> dp::Result<DataFrame> {
+    events(s)?
+        .with_watermark("ts", "10 minutes")?
+        .group_by([session_window(col("ts"), "5 minutes"), col("user")])
+        .count()
+}
+
+/// Impressions left outer joined with their clicks (join_left_outer).
+fn clicks_left_outer(s: &Session) -> dp::Result<DataFrame> {
+    let (impressions, clicks) = impressions_and_clicks(s)?;
+    impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
+}
+
 #[test]
 fn stream_stream_inner_join_with_a_time_range() {
     check_case("join_inner", OutputMode::Append, |s| {
@@ -428,10 +456,7 @@ fn stream_stream_inner_join_with_a_time_range() {
 
 #[test]
 fn stream_stream_left_outer_join_emits_unmatched_rows_when_evicted() {
-    check_case("join_left_outer", OutputMode::Append, |s| {
-        let (impressions, clicks) = impressions_and_clicks(s)?;
-        impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
-    });
+    check_case("join_left_outer", OutputMode::Append, clicks_left_outer);
 }
 
 /// `pipelines.lateRowsTo`: the rows Spark drops silently (tumbling_append
@@ -482,22 +507,16 @@ fn late_rows_go_to_the_named_sink() {
         .unwrap()
         .iter()
         .map(|(id, b)| {
-            let rows = rows_json(b)
+            let ts = rows_json(b)
                 .iter()
-                .map(|r| {
-                    format!(
-                        "{} {}",
-                        r["ts"].as_str().unwrap(),
-                        r["user"].as_str().unwrap_or("null")
-                    )
-                })
+                .map(|r| r["ts"].as_str().unwrap().to_string())
                 .collect();
-            (*id, rows)
+            (*id, ts)
         })
         .collect();
     let ts: Vec<(u64, Vec<&str>)> = got
         .iter()
-        .map(|(id, rows)| (*id, rows.iter().map(|r| &r[..19]).collect()))
+        .map(|(id, t)| (*id, t.iter().map(String::as_str).collect()))
         .collect();
     assert_eq!(
         ts,
@@ -584,12 +603,7 @@ fn complete_mode_sorts_and_limits_after_the_aggregation() {
 
 #[test]
 fn session_windows_in_append_mode() {
-    check_case("session_append", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([session_window(col("ts"), "5 minutes"), col("user")])
-            .count()
-    });
+    check_case("session_append", OutputMode::Append, user_sessions);
 }
 
 #[test]
@@ -643,69 +657,26 @@ fn check_case_with_restart(
         .iter()
         .map(|(id, b)| (*id, rows_json(b)))
         .collect();
-    let want: Vec<(u64, Vec<Value>)> = expected["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| {
-            let mut rows = b["rows"].as_array().unwrap().clone();
-            rows.sort_by_key(|v| v.to_string());
-            (b["batch_id"].as_u64().unwrap(), rows)
-        })
-        .collect();
     assert_eq!(
-        got, want,
+        got,
+        expected_batches(&expected),
         "{case}: batches after two failures differ from Spark's"
     );
 }
 
 #[test]
 fn state_survives_a_restart_for_every_stateful_operator() {
-    check_case_with_restart("tumbling_append", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "15 minutes")?
-            .group_by([tumbling_window(col("ts"), "10 minutes")])
-            .count()
-    });
-    check_case_with_restart("aggs_update", OutputMode::Update, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
-            .agg([
-                "count(*) AS n",
-                "sum(value) AS sum",
-                "min(value) AS min",
-                "max(value) AS max",
-                "avg(value) AS avg",
-            ])
-    });
-    check_case_with_restart("error_monitor", OutputMode::Append, |s| {
-        events(s)?
-            .filter("level = 'ERROR'")?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([window(col("ts"), "5 minutes", "1 minute"), col("service")])
-            .count()
-    });
-    check_case_with_restart("session_append", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .group_by([session_window(col("ts"), "5 minutes"), col("user")])
-            .count()
-    });
-    check_case_with_restart("dedup", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .drop_duplicates(Some(&["user", "ts"]))
-    });
-    check_case_with_restart("dedup_within_watermark", OutputMode::Append, |s| {
-        events(s)?
-            .with_watermark("ts", "10 minutes")?
-            .drop_duplicates_within_watermark(["user"])
-    });
-    check_case_with_restart("join_left_outer", OutputMode::Append, |s| {
-        let (impressions, clicks) = impressions_and_clicks(s)?;
-        impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftOuter)
-    });
+    check_case_with_restart("tumbling_append", OutputMode::Append, tumbling_count);
+    check_case_with_restart("aggs_update", OutputMode::Update, window_aggregates);
+    check_case_with_restart("error_monitor", OutputMode::Append, error_monitor);
+    check_case_with_restart("session_append", OutputMode::Append, user_sessions);
+    check_case_with_restart("dedup", OutputMode::Append, dedup_user_ts);
+    check_case_with_restart(
+        "dedup_within_watermark",
+        OutputMode::Append,
+        dedup_user_within_watermark,
+    );
+    check_case_with_restart("join_left_outer", OutputMode::Append, clicks_left_outer);
 }
 
 /// `spark.sql.shuffle.partitions` spreads aggregation state over that many
@@ -717,18 +688,7 @@ fn state_partitions_do_not_change_results() {
             "aggs_update",
             OutputMode::Update,
             &[("spark.sql.shuffle.partitions", parts)],
-            |s| {
-                events(s)?
-                    .with_watermark("ts", "10 minutes")?
-                    .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
-                    .agg([
-                        "count(*) AS n",
-                        "sum(value) AS sum",
-                        "min(value) AS min",
-                        "max(value) AS max",
-                        "avg(value) AS avg",
-                    ])
-            },
+            window_aggregates,
         );
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -115,6 +115,14 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
     Ok(())
 }
 
+/// Where benchmarks keep their data and work directories: `$BENCH_DIR`,
+/// else `<temp>/pipelines-bench`.
+pub fn bench_root() -> std::path::PathBuf {
+    std::env::var_os("BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("pipelines-bench"))
+}
+
 /// Generates (once) `events` events in `files` files under `data`:
 /// `data/json` and `data/parquet`.
 pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {

@@ -803,7 +803,7 @@ impl StreamingQuery {
             watermark_for_eviction_ms: has_watermark.then_some(batch_watermark_ms),
             capture_late_rows: self.late_sink.is_some(),
         };
-        let result = self.compiled.execute_batch(inputs, &ctx).await?;
+        let mut result = self.compiled.execute_batch(inputs, &ctx).await?;
         for (op, max, delay) in &result.event_times {
             self.tracker.observe(*op, *max, *delay);
         }
@@ -816,8 +816,9 @@ impl StreamingQuery {
         // Sink.
         let write = self.sink.add_batch(n, output, self.mode)?;
         if let Some(late) = self.late_sink.as_mut() {
-            if !result.late_rows.is_empty() {
-                late.add_batch(n, result.late_rows.clone(), OutputMode::Append)?;
+            let late_rows = std::mem::take(&mut result.late_rows);
+            if !late_rows.is_empty() {
+                late.add_batch(n, late_rows, OutputMode::Append)?;
             }
         }
         let sink_done = Instant::now();

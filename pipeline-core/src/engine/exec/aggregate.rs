@@ -99,6 +99,8 @@ pub(crate) struct AggregateOp {
     partial: Arc<dyn ExecutionPlan>,
     partitions: usize,
     aggs: Vec<Arc<AggregateFunctionExpr>>,
+    /// Each aggregate's number of partial-state columns.
+    state_widths: Vec<usize>,
     n_keys: usize,
     state_schema: SchemaRef,
     output_schema: SchemaRef,
@@ -278,6 +280,16 @@ impl AggregateOp {
             ))
         })?;
         let aggs = first.aggr_expr().to_vec();
+        let state_widths = aggs
+            .iter()
+            .map(|a| a.state_fields().map(|f| f.len()))
+            .collect::<datafusion::error::Result<Vec<_>>>()
+            .map_err(|e| {
+                fail(format!(
+                    "the aggregation could not be planned: {}",
+                    e.strip_backtrace()
+                ))
+            })?;
         let n_keys = first.group_expr().expr().len();
         let partial_schema = partial.schema();
         // Sessions also keep their end (the last event's time plus the gap).
@@ -329,6 +341,7 @@ impl AggregateOp {
             partial: Arc::new(partial),
             partitions,
             aggs,
+            state_widths,
             n_keys,
             state: vec![RecordBatch::new_empty(state_schema.clone()); state_partitions.max(1)],
             state_schema,
@@ -731,8 +744,7 @@ impl AggregateOp {
     ) -> std::result::Result<Vec<ArrayRef>, OpFailure> {
         let mut out = Vec::new();
         let mut col = self.n_keys;
-        for a in &self.aggs {
-            let n_state = a.state_fields()?.len();
+        for (a, &n_state) in self.aggs.iter().zip(&self.state_widths) {
             let mut acc = accumulator(a)?;
             acc.merge_batch(&all.columns()[col..col + n_state], ids, n)?;
             out.extend(acc.state(EmitTo::All)?);
@@ -984,8 +996,7 @@ impl AggregateOp {
         }
         let ids: Vec<usize> = (0..n).collect();
         let mut col = self.n_keys;
-        for a in &self.aggs {
-            let n_state = a.state_fields()?.len();
+        for (a, &n_state) in self.aggs.iter().zip(&self.state_widths) {
             let mut acc = accumulator(a)?;
             acc.merge_batch(&rows.columns()[col..col + n_state], &ids, n)?;
             columns.push(acc.evaluate(EmitTo::All)?);

@@ -73,8 +73,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use arrow::array::{Array, ArrayRef, Int64Array};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -793,29 +793,11 @@ pub fn max_event_time_ms(batches: &[RecordBatch], column: &str) -> Option<i64> {
                 .position(|f| f.name().eq_ignore_ascii_case(column))
         });
         let Some(idx) = idx else { continue };
-        let a = b.column(idx);
-        let DataType::Timestamp(unit, _) = a.data_type() else {
-            continue;
-        };
-        let Some(v) = max_i64(a) else { continue };
-        let ms = match unit {
-            TimeUnit::Second => v.saturating_mul(1000),
-            TimeUnit::Millisecond => v,
-            TimeUnit::Microsecond => v.div_euclid(1000),
-            TimeUnit::Nanosecond => v.div_euclid(1_000_000),
-        };
-        best = Some(best.map_or(ms, |b| b.max(ms)));
+        if let Some(ms) = watermark::max_millis(b.column(idx)) {
+            best = Some(best.map_or(ms, |b| b.max(ms)));
+        }
     }
     best
-}
-
-fn max_i64(a: &ArrayRef) -> Option<i64> {
-    let ints = arrow::compute::cast(a, &DataType::Int64).ok()?;
-    let ints = ints.as_any().downcast_ref::<Int64Array>()?;
-    if ints.null_count() == ints.len() {
-        return None;
-    }
-    arrow::compute::max(ints)
 }
 
 // ---------------------------------------------------------------------------
