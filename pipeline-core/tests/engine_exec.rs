@@ -923,3 +923,66 @@ fn dataset_reads_are_leaves_with_catalog_schemas() {
     let out = run(&mut plan, inputs);
     assert_eq!(rows(&out), ["1|FR"]);
 }
+
+/// The names of the columns of leaf `leaf` the plan reads.
+fn columns_read(plan: &CompiledPlan, leaf: usize) -> Vec<String> {
+    let used = plan.leaf_columns_used();
+    plan.leaves()[leaf]
+        .schema
+        .fields()
+        .iter()
+        .zip(&used[leaf])
+        .filter(|(_, u)| **u)
+        .map(|(f, _)| f.name().clone())
+        .collect()
+}
+
+const WIDE: &str = "ts TIMESTAMP, user_id STRING, service STRING, level STRING, value BIGINT";
+
+#[test]
+fn leaf_columns_used_follows_the_plan_through_stateful_operators() {
+    // Stateless: what the projection and the filter read.
+    let df = stream("wide", WIDE)
+        .filter("level = 'ERROR'")
+        .unwrap()
+        .select(["service", "value"])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["service", "level", "value"]
+    );
+
+    // A watermark passes every column on; the aggregation above it reads
+    // its keys, its aggregates' arguments and the window's time column.
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+        .count()
+        .unwrap();
+    assert_eq!(columns_read(&compile(&df), 0), ["ts", "service"]);
+
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .filter("level <> 'INFO'")
+        .unwrap()
+        .group_by([col("service")])
+        .agg([pipeline_core::plan::functions::sum(col("value"))])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["ts", "service", "level", "value"]
+    );
+
+    // Deduplication keeps whole rows: every column is read.
+    let df = stream("wide", WIDE)
+        .drop_duplicates(Some(&["user_id"]))
+        .unwrap()
+        .select(["service"])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["ts", "user_id", "service", "level", "value"]
+    );
+}

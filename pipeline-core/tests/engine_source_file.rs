@@ -573,6 +573,50 @@ fn parquet_projects_by_name_and_casts() {
     assert!(r.bytes > 0);
 }
 
+#[test]
+fn parquet_skips_columns_the_query_does_not_read() {
+    let e = env();
+    write_parquet(
+        &e.base.join("data/logs/p1.parquet"),
+        &file_batch(&[1, 2, 3]),
+    );
+    let s = spec(
+        "parquet",
+        "data/logs",
+        Some("a BIGINT, b STRING, c STRING"),
+        &[],
+    );
+    let mut src = e.open(&s);
+    src.read_only_columns(&[true, false, true]);
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let r = src.read(None, &end).unwrap();
+    assert_eq!(
+        table(&r.batches),
+        "+---+---+----+\n\
+         | a | b | c  |\n\
+         +---+---+----+\n\
+         | 1 |   | c1 |\n\
+         | 2 |   | c2 |\n\
+         | 3 |   | c3 |\n\
+         +---+---+----+"
+    );
+    assert_eq!(r.batches[0].column(1).null_count(), 3);
+    // A flag list of the wrong length is ignored: every column is read.
+    let mut src = open_source(
+        &s,
+        s.schema.clone().unwrap(),
+        SourceContext {
+            state_dir: e.base.join("other-state"),
+            ..e.ctx()
+        },
+    )
+    .unwrap();
+    src.read_only_columns(&[true]);
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let r = src.read(None, &end).unwrap();
+    assert_eq!(r.batches[0].column(1).null_count(), 0);
+}
+
 fn manifest_line(path: &Path) -> String {
     let md = fs::metadata(path).unwrap();
     json!({

@@ -575,6 +575,15 @@ impl StreamingQuery {
         let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
         let sink_description = sink.describe();
         let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
+        // Projection pushdown: sources skip the columns no operator reads
+        // (late rows sent to a sink keep every column).
+        if late_sink.is_none() {
+            for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
+                if let LeafInput::Streaming { source, .. } = leaf {
+                    source.read_only_columns(&used);
+                }
+            }
+        }
 
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);

@@ -62,6 +62,14 @@ pub trait Source: Send {
         Ok(())
     }
 
+    /// The query reads only the columns flagged in `used` (one flag per
+    /// column of [`schema`](Self::schema)): the source may return nulls in
+    /// the others instead of decoding them (projection pushdown). Called
+    /// once, before the first read. Default: every column is decoded.
+    fn read_only_columns(&mut self, used: &[bool]) {
+        let _ = used;
+    }
+
     /// The end offset of the next batch, which starts after `start` (`None`:
     /// the beginning of the stream), honouring admission limits such as
     /// `maxFilesPerTrigger`. Returns `Ok(None)` when there is no new data.

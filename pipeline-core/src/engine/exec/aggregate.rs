@@ -29,6 +29,7 @@ use datafusion::logical_expr::{
     Aggregate, EmitTo, Expr, GroupsAccumulator, LogicalPlan, LogicalPlanBuilder,
 };
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::GroupsAccumulatorAdapter;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
@@ -365,6 +366,50 @@ impl AggregateOp {
     /// The rows the operator receives.
     pub(crate) fn input_schema(&self) -> SchemaRef {
         self.input_schema.clone()
+    }
+
+    /// Which columns of the operator's input the aggregation reads: its
+    /// keys, the arguments of its aggregates and the windows' time columns.
+    pub(crate) fn input_columns_used(&self) -> Vec<bool> {
+        let mut prepared = vec![vec![false; self.prepared_schema.fields().len()]];
+        match self.partial.downcast_ref::<AggregateExec>() {
+            Some(agg) => {
+                let input = agg.input();
+                let mut needed = vec![false; input.schema().fields().len()];
+                let exprs = agg
+                    .group_expr()
+                    .expr()
+                    .iter()
+                    .map(|(e, _)| e.clone())
+                    .chain(agg.aggr_expr().iter().flat_map(|a| a.expressions()))
+                    .chain(agg.filter_expr().iter().flatten().cloned());
+                for e in exprs {
+                    for c in collect_columns(&e) {
+                        if let Some(n) = needed.get_mut(c.index()) {
+                            *n = true;
+                        }
+                    }
+                }
+                super::plan_columns_used(input, &needed, &mut prepared);
+            }
+            None => prepared[0].iter_mut().for_each(|u| *u = true),
+        }
+        let prepared = prepared.pop().unwrap_or_default();
+        let mut used: Vec<bool> = prepared
+            .into_iter()
+            .take(self.input_schema.fields().len())
+            .collect();
+        let times = self
+            .windows
+            .iter()
+            .map(|w| w.time_index)
+            .chain(self.session.as_ref().map(|s| s.time_index));
+        for t in times {
+            if let Some(u) = used.get_mut(t) {
+                *u = true;
+            }
+        }
+        used
     }
 
     /// The rows the operator emits.
@@ -885,10 +930,19 @@ impl AggregateOp {
                 if overlapping == 1 && micros.null_count() == 0 {
                     // Tumbling windows over non-null times: one window per row,
                     // computed in one pass without moving rows.
+                    // Event times come mostly in order: the last window
+                    // is reused while it holds, saving a division per row.
+                    let (mut lo, mut hi) = (0i64, i64::MIN);
                     let starts = micros
                         .values()
                         .iter()
-                        .map(|t| t - (t - w.start_us).rem_euclid(slide))
+                        .map(|&t| {
+                            if t < lo || t >= hi {
+                                lo = t - (t - w.start_us).rem_euclid(slide);
+                                hi = lo.saturating_add(slide);
+                            }
+                            lo
+                        })
                         .collect();
                     (b.clone(), starts)
                 } else {

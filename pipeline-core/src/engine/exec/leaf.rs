@@ -126,6 +126,20 @@ impl SlotExec {
         self.projection.is_none()
     }
 
+    /// Marks in `used` (one entry per column of the slot's table) the
+    /// columns behind this scan's output columns flagged in `needed`.
+    pub(crate) fn mark_needed(&self, needed: &[bool], used: &mut [bool]) {
+        for (i, n) in needed.iter().enumerate() {
+            let column = match &self.projection {
+                Some(p) => p.get(i).copied(),
+                None => Some(i),
+            };
+            if let (true, Some(u)) = (*n, column.and_then(|c| used.get_mut(c))) {
+                *u = true;
+            }
+        }
+    }
+
     /// The same leaf reading `data` (one entry per partition). Shares the
     /// plan properties, so parents keep theirs.
     pub(crate) fn with_data(&self, data: PartitionedRows) -> SlotExec {

@@ -233,6 +233,8 @@ enum StageInput {
 struct OpNode {
     id: usize,
     op: Op,
+    /// The number of columns the operator outputs.
+    width: usize,
     /// The operator's inputs: one stage, two for a join.
     children: Vec<Stage>,
 }
@@ -446,6 +448,24 @@ impl CompiledPlan {
         result
     }
 
+    /// Which columns of each leaf (in [`leaves`](Self::leaves) order, one
+    /// flag per column of the leaf's schema) the plan reads. A source may
+    /// return nulls in the others (projection pushdown): no operator looks
+    /// at them. Stateful operators that keep whole rows (deduplication,
+    /// joins) count as reading every column. Late rows captured for
+    /// `pipelines.lateRowsTo` carry every column, so a flow that sends them
+    /// somewhere must not project its sources.
+    pub fn leaf_columns_used(&self) -> Vec<Vec<bool>> {
+        let mut used: Vec<Vec<bool>> = self
+            .leaves
+            .iter()
+            .map(|l| vec![false; l.schema.fields().len()])
+            .collect();
+        let all = vec![true; self.schema.fields().len()];
+        stage_columns_used(&self.root, &all, &self.leaves, &mut used);
+        used
+    }
+
     /// The optimized DataFusion logical plan and the physical plan of the
     /// final stage, as text (for debugging and `EXPLAIN`-like output).
     pub async fn explain(&self) -> Result<String> {
@@ -631,6 +651,116 @@ pub(crate) async fn run_partitioned(
     let plan = rebind(plan, &data)?;
     let parts = collect_partitioned(plan, task_ctx.clone()).await?;
     Ok(parts.into_iter().flatten().collect())
+}
+
+/// Marks in `used` the leaf columns `stage` reads to produce the output
+/// columns flagged in `needed`.
+fn stage_columns_used(stage: &Stage, needed: &[bool], leaves: &[Leaf], used: &mut [Vec<bool>]) {
+    let width = |input: &StageInput| match input {
+        StageInput::Leaf(l) => leaves.get(*l).map_or(0, |l| l.schema.fields().len()),
+        StageInput::Op(n) => n.width,
+    };
+    let mut reads: Vec<Vec<bool>> = stage.inputs.iter().map(|i| vec![false; width(i)]).collect();
+    plan_columns_used(&stage.physical, needed, &mut reads);
+    for (input, read) in stage.inputs.iter().zip(reads) {
+        match input {
+            StageInput::Leaf(l) => {
+                if let Some(u) = used.get_mut(*l) {
+                    for (u, r) in u.iter_mut().zip(read) {
+                        *u |= r;
+                    }
+                }
+            }
+            StageInput::Op(node) => {
+                for (child, child_needs) in node.children.iter().zip(op_columns_used(node, read)) {
+                    stage_columns_used(child, &child_needs, leaves, used);
+                }
+            }
+        }
+    }
+}
+
+/// Marks in `reads` (per slot) the slot columns `plan` reads to produce the
+/// output columns flagged in `needed`. Projections, filters and
+/// repartitions are followed column by column; any other operator counts
+/// as reading every column of its inputs.
+pub(crate) fn plan_columns_used(
+    plan: &Arc<dyn ExecutionPlan>,
+    needed: &[bool],
+    reads: &mut [Vec<bool>],
+) {
+    use datafusion::physical_expr::utils::collect_columns;
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::filter::FilterExec;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    use datafusion::physical_plan::repartition::RepartitionExec;
+
+    if let Some(slot) = plan.downcast_ref::<SlotExec>() {
+        if let Some(r) = reads.get_mut(slot.index) {
+            slot.mark_needed(needed, r);
+        }
+        return;
+    }
+    let child_width = |c: &Arc<dyn ExecutionPlan>| c.schema().fields().len();
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        let mut child_needed = vec![false; child_width(p.input())];
+        for (e, n) in p.expr().iter().zip(needed) {
+            if *n {
+                for c in collect_columns(&e.expr) {
+                    if let Some(u) = child_needed.get_mut(c.index()) {
+                        *u = true;
+                    }
+                }
+            }
+        }
+        return plan_columns_used(p.input(), &child_needed, reads);
+    }
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        if f.projection().is_none() {
+            let mut child_needed = needed.to_vec();
+            for c in collect_columns(f.predicate()) {
+                if let Some(u) = child_needed.get_mut(c.index()) {
+                    *u = true;
+                }
+            }
+            return plan_columns_used(f.input(), &child_needed, reads);
+        }
+    }
+    let passes_rows_on = plan.downcast_ref::<RepartitionExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
+    for c in plan.children() {
+        let all;
+        let child_needed = if passes_rows_on {
+            needed
+        } else {
+            all = vec![true; child_width(c)];
+            &all
+        };
+        plan_columns_used(c, child_needed, reads);
+    }
+}
+
+/// The columns of each of `node`'s inputs the operator reads when its
+/// output columns flagged in `needed` are read.
+fn op_columns_used(node: &OpNode, needed: Vec<bool>) -> Vec<Vec<bool>> {
+    let child_width = |i: usize| {
+        node.children
+            .get(i)
+            .map_or(0, |c| c.physical.schema().fields().len())
+    };
+    match &node.op {
+        Op::Watermark { column, .. } => {
+            let mut n = needed;
+            if let Some(c) = n.get_mut(*column) {
+                *c = true;
+            }
+            vec![n]
+        }
+        Op::Aggregate(a) => vec![a.input_columns_used()],
+        Op::Dedup(_) | Op::Join(_) => (0..node.children.len())
+            .map(|i| vec![true; child_width(i)])
+            .collect(),
+    }
 }
 
 fn visit_ops(stage: &Stage, f: &mut dyn FnMut(&OpNode)) {
@@ -1069,9 +1199,12 @@ impl Builder<'_> {
         let id = self.next_op;
         self.next_op += 1;
         let slot = self.stage.inputs.len();
-        self.stage
-            .inputs
-            .push(StageInput::Op(Box::new(OpNode { id, op, children })));
+        self.stage.inputs.push(StageInput::Op(Box::new(OpNode {
+            id,
+            op,
+            width: schema.fields().len(),
+            children,
+        })));
         self.slot_scan(slot, schema, &format!("op{id}"))
     }
 

@@ -247,6 +247,7 @@ impl FileSource {
             multi_line: format == FileFormat::Json && options.bool("multiLine", false)?,
             ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
             base_dir: ctx.base_dir.clone(),
+            read_columns: None,
         };
         // Spark's pattern options would change how timestamps parse; reading
         // ISO-8601 instead would silently turn other forms into nulls.
@@ -686,6 +687,12 @@ impl Source for FileSource {
             "{left} file{} left",
             if left == 1 { "" } else { "s" }
         ))
+    }
+
+    fn read_only_columns(&mut self, used: &[bool]) {
+        if used.len() == self.parse.schema.fields().len() {
+            self.parse.read_columns = Some(used.to_vec());
+        }
     }
 
     fn prepare_available_now(&mut self) -> Result<()> {

@@ -71,6 +71,22 @@ pub(crate) struct ParseConfig {
     pub ignore_corrupt_files: bool,
     /// For messages: paths are shown relative to this directory.
     pub base_dir: PathBuf,
+    /// The columns the query reads (None: all). Parquet files skip the
+    /// others' column chunks and return nulls for them.
+    pub read_columns: Option<Vec<bool>>,
+}
+
+impl ParseConfig {
+    /// False when the query never reads column `index` of the output
+    /// schema and the column may hold nulls, so it need not be decoded.
+    fn decodes(&self, index: usize) -> bool {
+        let nullable = self.schema.field(index).is_nullable();
+        !nullable
+            || self
+                .read_columns
+                .as_ref()
+                .is_none_or(|r| r.get(index).copied().unwrap_or(true))
+    }
 }
 
 /// A file to read, with its size.
@@ -938,11 +954,16 @@ fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
 ) -> Result<Vec<RecordBatch>> {
     let file_schema = builder.schema().clone();
     // Target column -> file column index (exact name, else case-insensitive).
+    // Columns the query never reads map to none and are returned as nulls.
     let mapping: Vec<Option<usize>> = cfg
         .schema
         .fields()
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
+            if !cfg.decodes(i) {
+                return None;
+            }
             file_schema.index_of(f.name()).ok().or_else(|| {
                 file_schema
                     .fields()
