@@ -49,6 +49,7 @@ fn ctx(format: &str, path: &Path, options: &[(&str, &str)], query_id: &str) -> S
             .collect(),
         path: Some(path.to_path_buf()),
         partition_cols: vec![],
+        merge_keys: vec![],
         schema: schema(),
         flow: "f".into(),
         query_id: query_id.into(),
