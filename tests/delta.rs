@@ -4,7 +4,6 @@
 //! (`maxFilesPerTrigger`, `startingVersion`, change commits), batch reads,
 //! full refresh, and concurrent writers.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -554,7 +553,10 @@ fn delta_source_refuses_change_commits_unless_skip_change_commits() {
     let tmp2 = tempfile::tempdir().unwrap();
     let dir2 = tmp2.path();
     std::fs::rename(&src, dir2.join("src")).unwrap();
-    let p = stream_copy(dir2, &[("startingVersion", "0"), ("skipChangeCommits", "true")]);
+    let p = stream_copy(
+        dir2,
+        &[("startingVersion", "0"), ("skipChangeCommits", "true")],
+    );
     run_pipeline(&p, dir2);
     assert_eq!(table_rows(&dir2.join("storage/tables/copy")), ["1", "8"]);
 }
@@ -630,7 +632,7 @@ fn full_refresh_truncates_in_a_new_version_and_resets_checkpoints() {
 }
 
 #[test]
-fn streaming_tables_declared_in_the_spec_take_merge_keys_only_on_sinks() {
+fn the_spec_declares_merge_keys_on_a_delta_sink() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let text = "name: delta\nstorage: ./storage\nsinks:\n  counts:\n    format: delta\n    options: { path: out/counts }\n    merge_keys: [level]\n";
@@ -645,7 +647,6 @@ fn streaming_tables_declared_in_the_spec_take_merge_keys_only_on_sinks() {
     });
     let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
     assert_eq!(graph.datasets["counts"].def.merge_keys, ["level"]);
-    let _ = BTreeMap::<String, String>::new();
 }
 
 /// A value as the independent reader prints it (see tests/delta/read_delta.py):
@@ -822,5 +823,30 @@ fn python_deltalake_reads_the_same_rows() {
     assert_eq!(
         canonical_table(&dir.join("storage/tables/windowed"))["rows"],
         canonical_table(&dir.join("storage/tables/windowed_copy"))["rows"]
+    );
+}
+
+#[test]
+fn a_merge_key_that_is_not_an_output_column_is_refused_at_dry_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = dp::Pipeline::new()
+        .update_flow("level_counts", "counts", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT, level STRING")
+                .load("in")?
+                .group_by([col("level")])
+                .count()
+        })
+        .create_sink(
+            "counts",
+            "delta",
+            [("path", "out/counts"), ("merge_keys", "levl")],
+        );
+    let err = p.build(&spec(dir)).unwrap_err().to_string();
+    assert!(
+        err.contains("merge key `levl` of sink `counts` is not a column of its output\n  help: did you mean `level`? merge keys must be columns of the flow's output"),
+        "{err}"
     );
 }

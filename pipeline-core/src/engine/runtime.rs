@@ -529,7 +529,7 @@ impl StreamingQuery {
                     Box::new(move |state: &Path| {
                         let mut c = ctx.clone();
                         c.state_dir = state.to_path_buf();
-                        crate::engine::sources::open_table_source(
+                        crate::engine::sources::open_table_reader(
                             &path,
                             &format,
                             schema.clone(),

@@ -2,9 +2,9 @@
 //! tables, rate, socket and memory.
 //!
 //! [`open_source`] opens the source a plan's leaf declares;
-//! [`open_table_source`] opens a streaming read of one of the pipeline's own
-//! tables (a directory written by the file sink, read through its
-//! `_spark_metadata` manifest).
+//! [`open_table_reader`] opens a read of one of the pipeline's own
+//! tables (a Delta table, or a directory written by the file sink, read
+//! through its `_spark_metadata` manifest).
 //!
 //! Option names are Spark's and matched case-insensitively; the spec's
 //! `flows.<name>.options` ([`SourceContext::option_overrides`]) win over the
@@ -110,13 +110,25 @@ pub fn open_source(
     }
 }
 
+/// Opens a streaming read of one of the pipeline's own tables at `path`
+/// ([`open_table_reader`] with `streaming` true).
+pub fn open_table_source(
+    path: &Path,
+    format: &str,
+    schema: SchemaRef,
+    options: &BTreeMap<String, String>,
+    ctx: SourceContext,
+) -> Result<Box<dyn Source>> {
+    open_table_reader(path, format, schema, options, ctx, true)
+}
+
 /// Opens a read of one of the pipeline's own tables at `path`: a Delta table
 /// (`format` `delta`: streamed commit by commit, or its latest snapshot when
 /// `streaming` is false, see [`DeltaSource`]), or a directory written by the
 /// file sink in `parquet`, `json`, `csv` or `text`, of which only files
 /// committed to its `_spark_metadata` manifest are read, in log order;
 /// until the manifest exists the table has no data.
-pub fn open_table_source(
+pub fn open_table_reader(
     path: &Path,
     format: &str,
     schema: SchemaRef,
