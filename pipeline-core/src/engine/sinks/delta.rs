@@ -371,7 +371,7 @@ impl Sink for DeltaSink {
                 Ok(table) => {
                     self.table = table;
                     let (files, bytes) = match self.table.version() {
-                        Some(v) => delta::read_commit(&self.path, v as u64)?
+                        Some(v) => delta::read_commit(&self.path, v)?
                             .map(|c| {
                                 (
                                     c.adds.len() as u64,
