@@ -425,3 +425,269 @@ impl Source for DeltaSource {
 pub fn is_delta_path(base: &Path, path: &str) -> bool {
     delta::is_delta_table(&resolve_path(base, path))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    use super::*;
+    use crate::engine::sink::{Sink, SinkContext};
+    use crate::engine::sinks::DeltaSink;
+    use crate::formats::OutputMode;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]))
+    }
+
+    /// Appends one commit per entry to the table at `dir` (created with
+    /// version 0), as a new writer each time (a new query id).
+    fn table(dir: &Path, commits: &[&[i64]]) {
+        static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let query_id = format!(
+            "q{}",
+            WRITER.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        let mut sink = DeltaSink::open(&SinkContext {
+            name: "t".into(),
+            format: "delta".into(),
+            options: BTreeMap::new(),
+            path: Some(dir.to_path_buf()),
+            partition_cols: vec![],
+            merge_keys: vec![],
+            schema: schema(),
+            flow: "f".into(),
+            query_id,
+        })
+        .unwrap();
+        for (n, ids) in commits.iter().enumerate() {
+            let b = RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(ids.to_vec()))])
+                .unwrap();
+            sink.add_batch(n as u64, vec![b], OutputMode::Append)
+                .unwrap();
+        }
+    }
+
+    /// The path (as in the log) of the file commit `version` added.
+    fn added(dir: &Path, version: u64) -> String {
+        delta::read_commit(dir, version).unwrap().unwrap().adds[0]
+            .log_path
+            .clone()
+    }
+
+    /// Writes commit `version` by hand: `(action, path, dataChange)`.
+    fn commit(dir: &Path, version: u64, actions: &[(&str, &str, bool)], op: &str) {
+        let mut lines = vec![format!(r#"{{"commitInfo":{{"operation":"{op}"}}}}"#)];
+        for (kind, path, change) in actions {
+            lines.push(format!(
+                r#"{{"{kind}":{{"path":"{path}","partitionValues":{{}},"size":1,"modificationTime":0,"dataChange":{change}}}}}"#
+            ));
+        }
+        std::fs::write(
+            dir.join(format!("_delta_log/{version:020}.json")),
+            lines.join("\n"),
+        )
+        .unwrap();
+    }
+
+    fn source(dir: &Path, state: &Path, options: &[(&str, &str)]) -> DeltaSource {
+        let opts: BTreeMap<String, String> = options
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let ctx = SourceContext {
+            flow: "f".into(),
+            state_dir: state.to_path_buf(),
+            base_dir: dir.to_path_buf(),
+            option_overrides: BTreeMap::new(),
+        };
+        let options = Options::merged(&opts, &BTreeMap::new(), "f");
+        DeltaSource::open("t", schema(), options, ctx, false).unwrap()
+    }
+
+    /// Every batch until caught up: `(ids, end offset)`.
+    fn drain(src: &mut DeltaSource) -> Result<Vec<(Vec<i64>, Offset)>> {
+        let mut out = Vec::new();
+        let mut start: Option<Offset> = None;
+        while let Some(end) = src.latest_offset(start.as_ref())? {
+            let read = src.read(start.as_ref(), &end)?;
+            let mut ids = Vec::new();
+            for b in &read.batches {
+                let c = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                ids.extend((0..c.len()).map(|i| c.value(i)));
+            }
+            out.push((ids, end.clone()));
+            start = Some(end);
+        }
+        Ok(out)
+    }
+
+    fn ids(batches: &[(Vec<i64>, Offset)]) -> Vec<Vec<i64>> {
+        batches.iter().map(|(i, _)| i.clone()).collect()
+    }
+
+    #[test]
+    fn optimize_commits_are_not_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("t");
+        table(&t, &[&[1], &[2]]);
+        let (f1, f2) = (added(&t, 1), added(&t, 2));
+        commit(
+            &t,
+            3,
+            &[
+                ("remove", &f1, false),
+                ("remove", &f2, false),
+                ("add", &f1, false),
+            ],
+            "OPTIMIZE",
+        );
+        let mut src = source(
+            tmp.path(),
+            &tmp.path().join("s"),
+            &[("startingVersion", "0"), ("maxFilesPerTrigger", "1")],
+        );
+        let got = drain(&mut src).unwrap();
+        assert_eq!(ids(&got), vec![vec![1], vec![2]]);
+        // The OPTIMIZE commit is passed over once a later commit exists.
+        table(&t, &[&[3]]);
+        let mut start = Some(got[1].1.clone());
+        let end = src.latest_offset(start.as_ref()).unwrap().unwrap();
+        assert_eq!(
+            end,
+            json!({"reservoirVersion": 5, "index": -1, "isStartingVersion": false})
+        );
+        let read = src.read(start.as_ref(), &end).unwrap();
+        assert_eq!(read.num_rows(), 1);
+        start = Some(end);
+        assert!(src.latest_offset(start.as_ref()).unwrap().is_none());
+    }
+
+    #[test]
+    fn change_commits_follow_the_policy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("t");
+        table(&t, &[&[1], &[2]]);
+        let f1 = added(&t, 1);
+        commit(&t, 3, &[("remove", &f1, true)], "DELETE");
+        table(&t, &[&[9]]);
+        let state = |n: &str| tmp.path().join(n);
+        let err = drain(&mut source(
+            tmp.path(),
+            &state("a"),
+            &[("startingVersion", "0")],
+        ))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            format!("flow `f`: version 3 of the Delta table at {} deletes rows (DELETE), which a streaming read cannot pass on as appends\n  help: set the option `skipChangeCommits: \"true\"` on the reader to skip such commits (or `ignoreDeletes: \"true\"` when they only delete), or run a full refresh of this flow's target", t.display())
+        );
+        for opt in ["ignoreDeletes", "skipChangeCommits", "ignoreChanges"] {
+            let got = drain(&mut source(
+                tmp.path(),
+                &state(opt),
+                &[("startingVersion", "0"), (opt, "true")],
+            ))
+            .unwrap();
+            assert_eq!(ids(&got), vec![vec![1, 2, 9]], "{opt}");
+        }
+        // A rewrite (remove + add): ignoreDeletes refuses it, ignoreChanges
+        // reads the rewritten file again, skipChangeCommits skips it.
+        let f2 = added(&t, 2);
+        commit(
+            &t,
+            5,
+            &[("remove", &f2, true), ("add", &f2, true)],
+            "UPDATE",
+        );
+        let err = drain(&mut source(
+            tmp.path(),
+            &state("b"),
+            &[("startingVersion", "0"), ("ignoreDeletes", "true")],
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("version 5 of the Delta table at"), "{err}");
+        assert!(err.contains("rewrites rows (UPDATE)"), "{err}");
+        let got = drain(&mut source(
+            tmp.path(),
+            &state("c"),
+            &[("startingVersion", "0"), ("ignoreChanges", "true")],
+        ))
+        .unwrap();
+        assert_eq!(ids(&got), vec![vec![1, 2, 9, 2]]);
+        let got = drain(&mut source(
+            tmp.path(),
+            &state("d"),
+            &[("startingVersion", "0"), ("skipChangeCommits", "true")],
+        ))
+        .unwrap();
+        assert_eq!(ids(&got), vec![vec![1, 2, 9]]);
+    }
+
+    #[test]
+    fn a_replayed_first_batch_reads_the_snapshot_it_started_from() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("t");
+        table(&t, &[&[1], &[2]]);
+        let state = tmp.path().join("s");
+        let mut src = source(tmp.path(), &state, &[]);
+        let end = src.latest_offset(None).unwrap().unwrap();
+        assert_eq!(
+            end,
+            json!({"reservoirVersion": 3, "index": -1, "isStartingVersion": false})
+        );
+        // The table moves on before the batch is committed; after a restart
+        // the batch is read again from the same start (the snapshot at 2).
+        table(&t, &[&[3]]);
+        let mut again = source(tmp.path(), &state, &[]);
+        let read = again.read(None, &end).unwrap();
+        let c = read.batches.iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(c, 2);
+        // And the rest follows: only the new commit (version 3).
+        let next = again.latest_offset(Some(&end)).unwrap().unwrap();
+        assert_eq!(
+            next,
+            json!({"reservoirVersion": 4, "index": -1, "isStartingVersion": false})
+        );
+        assert_eq!(again.read(Some(&end), &next).unwrap().num_rows(), 1);
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = |k: &str, v: &str| {
+            let m: BTreeMap<String, String> = [(k.to_string(), v.to_string())].into();
+            Options::merged(&m, &BTreeMap::new(), "f")
+        };
+        let ctx = SourceContext {
+            flow: "f".into(),
+            state_dir: tmp.path().join("s"),
+            base_dir: tmp.path().to_path_buf(),
+            option_overrides: BTreeMap::new(),
+        };
+        let err = |k: &str, v: &str| {
+            DeltaSource::open("t", schema(), opts(k, v), ctx.clone(), false)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            err("startingVersion", "first"),
+            "flow `f`: option `startingVersion` must be a table version (0, 1, ...) or `latest`, got `first`\n  help: .option(\"startingVersion\", \"0\")"
+        );
+        assert_eq!(
+            err("maxFilesPerTrigger", "0"),
+            "flow `f`: option `maxFilesPerTrigger` must be a positive whole number, got `0`\n  help: .option(\"maxFilesPerTrigger\", \"10\")"
+        );
+        assert_eq!(
+            err("skipChangeCommits", "yes"),
+            "flow `f`: option `skipChangeCommits` must be true or false, got `yes`\n  help: .option(\"skipChangeCommits\", \"true\")"
+        );
+    }
+}
