@@ -850,3 +850,44 @@ fn a_merge_key_that_is_not_an_output_column_is_refused_at_dry_run() {
         "{err}"
     );
 }
+
+#[test]
+fn a_merge_batch_with_a_key_twice_keeps_its_last_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    let mut ctx = sink_ctx(&path, schema.clone(), "q", &[]);
+    ctx.merge_keys = vec!["k".into()];
+    let mut sink = dp::engine::sinks::open_sink(ctx, None).unwrap();
+    let batch = |k: Vec<&str>, v: Vec<i64>| {
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(k)),
+                Arc::new(Int64Array::from(v)),
+            ],
+        )
+        .unwrap()
+    };
+    sink.add_batch(
+        0,
+        vec![batch(vec!["a", "b", "a"], vec![1, 2, 3])],
+        OutputMode::Append,
+    )
+    .unwrap();
+    sink.add_batch(
+        1,
+        vec![batch(vec!["b", "c"], vec![20, 30])],
+        OutputMode::Update,
+    )
+    .unwrap();
+    // A replay of batch 1 with other rows is skipped: the MERGE ran once.
+    let again = sink
+        .add_batch(1, vec![batch(vec!["b"], vec![99])], OutputMode::Update)
+        .unwrap();
+    assert!(again.skipped_replay);
+    assert_eq!(table_rows(&path), ["a|3", "b|20", "c|30"]);
+}

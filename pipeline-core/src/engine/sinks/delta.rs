@@ -19,8 +19,13 @@
 //! `mergeSchema` (`true`: columns new in the stream are added to the table;
 //! a column whose type changed is always an error naming it).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use arrow::array::UInt32Array;
+use arrow::compute::take_record_batch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -208,7 +213,10 @@ impl DeltaSink {
         let replace = mode == OutputMode::Complete || self.overwrite;
         let table = self.table.clone();
         if !self.merge_keys.is_empty() && !replace {
-            let source_batches: Vec<RecordBatch> = batches.to_vec();
+            let source_batches = match last_row_per_key(batches, &self.schema, &self.merge_keys) {
+                Ok(b) => b,
+                Err(e) => return Err(deltalake::DeltaTableError::Generic(e.to_string())),
+            };
             let schema = self.schema.clone();
             let keys = self.merge_keys.clone();
             let merge_schema = self.merge_schema;
@@ -236,6 +244,45 @@ impl DeltaSink {
         }
         block_on(async move { write.await })
     }
+}
+
+/// The batch's rows with one row per merge key, the last one (a MERGE
+/// refuses several source rows for one target row; in update mode the
+/// last row of a key is its newest value).
+fn last_row_per_key(
+    batches: &[RecordBatch],
+    schema: &SchemaRef,
+    keys: &[String],
+) -> Result<Vec<RecordBatch>> {
+    if batches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let all = arrow::compute::concat_batches(schema, batches)?;
+    let options = FormatOptions::default().with_null("\u{0}null");
+    let mut last: HashMap<String, u32> = HashMap::new();
+    {
+        let formatters = keys
+            .iter()
+            .map(|k| {
+                let i = schema.index_of(k)?;
+                ArrayFormatter::try_new(all.column(i).as_ref(), &options)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        for row in 0..all.num_rows() {
+            let key = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect::<Vec<_>>()
+                .join("\u{1}");
+            last.insert(key, row as u32);
+        }
+    }
+    if last.len() == all.num_rows() {
+        return Ok(vec![all]);
+    }
+    let mut rows: Vec<u32> = last.into_values().collect();
+    rows.sort_unstable();
+    Ok(vec![take_record_batch(&all, &UInt32Array::from(rows))?])
 }
 
 /// Runs one MERGE of `batches` into `table` on `keys`: matched rows updated
