@@ -7,19 +7,22 @@
 //!   made idempotent with a Delta application transaction
 //!   (`txnAppId`/`txnVersion` in Spark).
 //!
-//! Both tables end with the same rows.
+//! Both tables end with the same rows. A pipeline that runs its own MERGE
+//! depends on the `deltalake` crate (the version the engine uses, 1.1,
+//! with its `datafusion` feature) and runs its futures with
+//! `pipelines::engine::delta::block_on`.
 //!
 //! ```text
 //! cargo run --example delta_upserts -- run
 //! ```
 use std::path::{Path, PathBuf};
 
-use dp::deltalake::datafusion::common::Column;
-use dp::deltalake::datafusion::logical_expr::Expr;
-use dp::deltalake::datafusion::prelude::SessionContext;
-use dp::deltalake::kernel::transaction::CommitProperties;
-use dp::deltalake::kernel::Transaction;
-use dp::deltalake::protocol::SaveMode;
+use deltalake::datafusion::common::Column;
+use deltalake::datafusion::logical_expr::Expr;
+use deltalake::datafusion::prelude::SessionContext;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::Transaction;
+use deltalake::protocol::SaveMode;
 use dp::engine::delta;
 use dp::prelude::*;
 use pipelines as dp;

@@ -33,11 +33,6 @@ pub use pipeline::{main, Pipeline, TableOptions};
 pub use plan::DataFrame;
 pub use session::Session;
 
-/// delta-rs, the Delta Lake library the engine writes and reads tables
-/// with: for `foreach_batch` closures that run their own MERGE (run its
-/// futures with [`engine::delta::block_on`]).
-pub use deltalake;
-
 /// Everything a flow file needs: `use pipelines::prelude::*;`.
 pub mod prelude {
     pub use crate::plan::functions::{
