@@ -9,8 +9,11 @@
 //! watermark, in append mode) is killed the same ways, also between its
 //! state write and its commit; after the restart its table holds exactly
 //! the windows Spark emits for the same input (tests/stateful/tumbling_append),
-//! each once. It also checks that a changed query on an old checkpoint is
-//! refused with the diff and the full-refresh hint.
+//! each once. A third flow copies the input into a Delta table and is
+//! killed just before its Delta commit (no row lost) and between the Delta
+//! commit and the checkpoint commit (no row duplicated: the replay finds its
+//! Delta transaction version). It also checks that a changed query on an
+//! old checkpoint is refused with the diff and the full-refresh hint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,6 +54,19 @@ fn window_counts(s: &Session) -> Result<DataFrame> {
         .count()
 }
 
+/// The same rows into a Delta table: exactly once through Delta's
+/// application transactions (reads the fixed `input` directory, so the
+/// changed-query check below concerns `copy_events` only).
+#[dp::append_flow(target = "copied_delta")]
+fn copy_to_delta(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("id BIGINT, name STRING")
+        .option("maxFilesPerTrigger", "1")
+        .load("input")?
+        .select_expr(["id", "upper(name) AS name"])
+}
+
 fn child_main() -> std::process::ExitCode {
     let parquet = || dp::TableOptions {
         format: Some("parquet".into()),
@@ -59,6 +75,7 @@ fn child_main() -> std::process::ExitCode {
     dp::Pipeline::from_registry()
         .create_streaming_table("copied", parquet())
         .create_streaming_table("counts", parquet())
+        .create_streaming_table("copied_delta", dp::TableOptions::default())
         .main()
 }
 
@@ -204,6 +221,23 @@ fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
     ids
 }
 
+/// Ids in the Delta table `copied_delta` (its latest snapshot).
+fn delta_ids(dir: &Path) -> BTreeMap<i64, usize> {
+    let mut ids = BTreeMap::new();
+    let table = dir.join("storage/tables/copied_delta");
+    for batch in dp::engine::delta::read_table(&table)
+        .unwrap()
+        .unwrap_or_default()
+    {
+        let col = batch.column_by_name("id").unwrap();
+        let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..col.len() {
+            *ids.entry(col.value(i)).or_insert(0) += 1;
+        }
+    }
+    ids
+}
+
 fn expected_ids() -> BTreeMap<i64, usize> {
     (0..FILES)
         .flat_map(|f| (0..ROWS_PER_FILE).map(move |r| ((f * 100 + r) as i64, 1)))
@@ -228,6 +262,7 @@ fn crash_then_recover(point: &str) -> bool {
     let recovered = run_child(&dir, None, &[], &["run"]);
     let ids = table_ids(&dir);
     let windows = table_windows(&dir);
+    let delta = delta_ids(&dir);
     let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
     check(
         &format!("crash at {point}, restart: every row exactly once, every window once"),
@@ -235,10 +270,11 @@ fn crash_then_recover(point: &str) -> bool {
             && recovered.status.success()
             && ids == expected_ids()
             && windows == expected_windows()
+            && delta == expected_ids()
             && stdout.contains("replayed"),
         || {
             format!(
-                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}\nwindows: {windows:?}\nexpected windows: {:?}",
+                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}\ndelta ids: {delta:?}\nwindows: {windows:?}\nexpected windows: {:?}",
                 crashed.status,
                 String::from_utf8_lossy(&crashed.stderr),
                 recovered.status,
@@ -311,7 +347,8 @@ fn rerun_reads_nothing_twice() -> bool {
             && out1.contains("copy_events")
             && out1.contains("6 batches, 60 rows in, 60 rows out")
             && out2.contains("0 batches, 0 rows in, 0 rows out")
-            && table_ids(&dir) == expected_ids(),
+            && table_ids(&dir) == expected_ids()
+            && delta_ids(&dir) == expected_ids(),
         || {
             format!(
                 "first:\n{out1}\n{}\nsecond:\n{out2}",
@@ -337,6 +374,11 @@ fn main() -> std::process::ExitCode {
         "window_counts/sink_files_written:3",
         "window_counts/before_commit:3",
         "window_counts/before_commit:5",
+        // Delta: killed just before the Delta commit (nothing written: the
+        // replay writes it), and between the Delta commit and the checkpoint
+        // commit (the replay finds its transaction version and skips it).
+        "copy_to_delta/delta_before_commit:2",
+        "copy_to_delta/before_commit:3",
     ] {
         ok &= crash_then_recover(point);
     }

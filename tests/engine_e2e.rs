@@ -25,9 +25,17 @@ fn run_pipeline(p: &dp::Pipeline, dir: &Path) -> RunSummary {
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap()
 }
 
-/// `column` of every committed row of a file-sink table, as strings.
+/// `column` of every committed row of a table (Delta, the default, or a
+/// file-sink table), as strings.
 fn table_column(table: &Path, column: &str) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(batches) = dp::engine::delta::read_table(table).unwrap() {
+        for b in &batches {
+            out.extend(strings(b, column));
+        }
+        out.sort();
+        return out;
+    }
     for f in dp::engine::sinks::committed_files(table)
         .unwrap()
         .unwrap_or_default()

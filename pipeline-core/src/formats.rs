@@ -65,9 +65,10 @@ pub const SINK_FORMATS: &[&str] = &[
 /// Every storage format a table may use.
 pub const TABLE_FORMATS: &[&str] = &["delta", "parquet", "json", "csv"];
 
-/// The default storage format of streaming tables and materialized views.
-/// Parquet (with a `_spark_metadata` manifest) until Delta Lake support lands.
-pub const DEFAULT_TABLE_FORMAT: &str = "parquet";
+/// The default storage format of streaming tables and materialized views:
+/// Delta Lake, as in Spark Declarative Pipelines (`format: parquet` keeps
+/// the file sink's `_spark_metadata` layout).
+pub const DEFAULT_TABLE_FORMAT: &str = "delta";
 
 /// Normalises a format name as users may write it (`foreachBatch`, `Delta`).
 pub fn normalize_format(format: &str) -> String {

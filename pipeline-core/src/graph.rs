@@ -670,6 +670,25 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
             Ok(r) => {
                 let schema = r.schema();
                 if let Some(target) = datasets.get(&f.target) {
+                    for key in &target.merge_keys {
+                        if schema.fields().iter().all(|c| c.name() != key) {
+                            let names: Vec<&str> =
+                                schema.fields().iter().map(|c| c.name().as_str()).collect();
+                            let help = match did_you_mean(key, names.iter().copied()) {
+                                Some(s) => format!("did you mean `{s}`? merge keys must be columns of the flow's output"),
+                                None => format!("merge keys must be columns of the flow's output: {}", names.join(", ")),
+                            };
+                            diags.push(
+                                Diagnostic::new(format!(
+                                    "merge key `{key}` of {} is not a column of its output",
+                                    target.subject()
+                                ))
+                                .subject(f.subject())
+                                .origin(f.origin.clone())
+                                .help(help),
+                            );
+                        }
+                    }
                     if let Some(expected) = declared.get(&target.name) {
                         if let Some(problem) = schema_difference(expected, &schema) {
                             diags.push(

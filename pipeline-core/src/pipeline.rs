@@ -80,7 +80,9 @@ impl Pipeline {
         self
     }
 
-    /// Declares a sink, like `dp.create_sink(name, format, options)`.
+    /// Declares a sink, like `dp.create_sink(name, format, options)`. For a
+    /// Delta sink the option `merge_keys` (comma-separated columns) makes it
+    /// an upsert target, like `merge_keys:` in the spec.
     #[track_caller]
     pub fn create_sink<K: Into<String>, V: Into<String>>(
         mut self,
@@ -88,14 +90,28 @@ impl Pipeline {
         format: &str,
         options: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
+        let mut options: BTreeMap<String, String> = options
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let merge_keys = options
+            .keys()
+            .find(|k| k.eq_ignore_ascii_case("merge_keys") || k.eq_ignore_ascii_case("mergeKeys"))
+            .cloned()
+            .and_then(|k| options.remove(&k))
+            .map(|v| {
+                v.split(',')
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
         self.datasets.push(DatasetDef {
             name: name.to_string(),
             kind: Some(DatasetType::Sink),
             format: Some(format.to_string()),
-            options: options
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
+            options,
+            merge_keys,
             origin: caller_origin(Location::caller()),
             ..DatasetDef::default()
         });

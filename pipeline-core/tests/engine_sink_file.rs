@@ -49,6 +49,7 @@ fn ctx(format: &str, path: &Path, options: &[(&str, &str)], query_id: &str) -> S
             .collect(),
         path: Some(path.to_path_buf()),
         partition_cols: vec![],
+        merge_keys: vec![],
         schema: schema(),
         flow: "f".into(),
         query_id: query_id.into(),
@@ -718,8 +719,8 @@ fn open_sink_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let err = |c: SinkContext| open_sink(c, None).err().unwrap().to_string();
     assert_eq!(
-        err(ctx("delta", tmp.path(), &[], QID)),
-        "sink `out`: format `delta` is not supported by this build yet\n  help: write to one of parquet, json, csv, console, memory, foreach_batch for now"
+        err(ctx("kafka", tmp.path(), &[], QID)),
+        "sink `out`: format `kafka` is not supported by this build yet\n  help: write to one of parquet, json, csv, delta, console, memory, foreach_batch for now"
     );
     assert_eq!(
         err(ctx("parquett", tmp.path(), &[], QID)),

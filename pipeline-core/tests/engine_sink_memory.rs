@@ -36,6 +36,7 @@ fn ctx(name: &str, format: &str, options: &[(&str, &str)], query_id: &str) -> Si
             .collect(),
         path: None,
         partition_cols: vec![],
+        merge_keys: vec![],
         schema: schema(),
         flow: "f".into(),
         query_id: query_id.into(),

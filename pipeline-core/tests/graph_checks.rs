@@ -724,7 +724,7 @@ fn output_modes_the_target_cannot_take() {
         .append_flow("to_delta", "delta_totals", |s| {
             events(s)?.group_by([col("service")]).count()
         });
-    let yaml = "name: t\nstorage: ./s\nsinks:\n  archive: { format: parquet, options: { path: ./a } }\ntables:\n  totals: {}\n  delta_totals: { format: delta }\nflows:\n  to_files: { options: { pipelines.outputMode: complete } }\n  to_table: { options: { pipelines.outputMode: complete } }\n  to_delta: { options: { pipelines.outputMode: complete } }\n";
+    let yaml = "name: t\nstorage: ./s\nsinks:\n  archive: { format: parquet, options: { path: ./a } }\ntables:\n  totals: { format: parquet }\n  delta_totals: { format: delta }\nflows:\n  to_files: { options: { pipelines.outputMode: complete } }\n  to_table: { options: { pipelines.outputMode: complete } }\n  to_delta: { options: { pipelines.outputMode: complete } }\n";
     assert_eq!(
         errors(&p, yaml),
         vec![

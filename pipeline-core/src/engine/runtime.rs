@@ -173,7 +173,18 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
             remove_dir(&checkpoint_path(flow, opts))?;
         }
         if ds.def.dataset_type() != DatasetType::Sink {
-            remove_dir(&table_path(ds, opts))?;
+            let path = table_path(ds, opts);
+            // A Delta table is truncated in a new version (its history stays
+            // readable); other tables are removed.
+            if !(normalize_format(&ds.format()) == "delta"
+                && crate::engine::delta::truncate(
+                    &path,
+                    ds.schema.clone(),
+                    &ds.def.partition_cols,
+                )?)
+            {
+                remove_dir(&path)?;
+            }
         }
         done.push(name);
     }
@@ -458,7 +469,10 @@ impl StreamingQuery {
         let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
         if recompute {
             remove_dir(&ckpt_dir)?;
-            remove_dir(&table_path(target, opts))?;
+            // A Delta view is overwritten in a new version by its batch.
+            if normalize_format(&target.format()) != "delta" {
+                remove_dir(&table_path(target, opts))?;
+            }
         }
         let checkpoint = Checkpoint::open(&ckpt_dir)?;
 
@@ -506,6 +520,7 @@ impl StreamingQuery {
                     let options = dataset.def.options.clone();
                     let schema = leaf.schema.clone();
                     let ctx = ctx.clone();
+                    let streaming = leaf.streaming;
                     shapes.push(SourceShape {
                         description: format!("dataset `{ds}`"),
                         format: format.clone(),
@@ -514,12 +529,13 @@ impl StreamingQuery {
                     Box::new(move |state: &Path| {
                         let mut c = ctx.clone();
                         c.state_dir = state.to_path_buf();
-                        crate::engine::sources::open_table_source(
+                        crate::engine::sources::open_table_reader(
                             &path,
                             &format,
                             schema.clone(),
                             &options,
                             c,
+                            streaming,
                         )
                     })
                 }
@@ -1042,17 +1058,15 @@ fn sink_context(
         _ => Some(table_path(target, opts)),
     };
     let mut options: BTreeMap<String, String> = target.def.options.clone();
-    if target.def.dataset_type() != DatasetType::Sink && normalize_format(&format) == "delta" {
-        return Err(Error::runtime_with_help(
-            format!(
-                "flow `{}`: table `{}` is a Delta table, which this build cannot write yet",
-                flow.def.name, target.def.name
-            ),
-            format!(
-                "set `format: parquet` for `{}` under `tables:` in the spec",
-                target.def.name
-            ),
-        ));
+    if target.def.dataset_type() == DatasetType::MaterializedView
+        && normalize_format(&format) == "delta"
+    {
+        // A materialized view is recomputed on every run: its one batch
+        // replaces the table's contents in a new version.
+        options.insert(
+            crate::engine::sinks::delta::OVERWRITE_OPTION.to_string(),
+            "true".to_string(),
+        );
     }
     options
         .entry("queryName".to_string())
@@ -1063,6 +1077,7 @@ fn sink_context(
         options,
         path,
         partition_cols: target.def.partition_cols.clone(),
+        merge_keys: target.def.merge_keys.clone(),
         schema: flow.schema.clone(),
         flow: flow.def.name.clone(),
         query_id: query_id.to_string(),

@@ -22,6 +22,9 @@ pub struct SinkContext {
     pub path: Option<PathBuf>,
     /// Partition columns (file sinks: `partitionBy`).
     pub partition_cols: Vec<String>,
+    /// Key columns that make a Delta sink an upsert target (one MERGE per
+    /// batch); empty for every other sink.
+    pub merge_keys: Vec<String>,
     /// The schema of the rows the flow writes.
     pub schema: SchemaRef,
     /// The writing flow's name, for messages.

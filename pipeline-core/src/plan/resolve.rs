@@ -1079,6 +1079,17 @@ fn source_schema(spec: &SourceSpec) -> Result<SchemaRef, PlanError> {
         return Ok(s.clone());
     }
     let path = spec.path.clone().unwrap_or_default();
+    if spec.format == SourceFormat::Delta && crate::engine::delta::is_delta_table(Path::new(&path))
+    {
+        // The table's schema from its log (with partition columns and
+        // columns added later), not from one of its files.
+        return crate::engine::delta::table_schema(Path::new(&path)).map_err(|e| {
+            PlanError::with_help(
+                format!("cannot read the schema of the {}: {e}", spec.describe()),
+                "check the path points at a Delta table (a directory with `_delta_log`)",
+            )
+        });
+    }
     let help = || {
         format!(
             "declare the schema with .schema(\"ts TIMESTAMP, ...\") on the {} reader, or add a file under `{path}`",

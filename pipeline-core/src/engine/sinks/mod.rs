@@ -5,9 +5,12 @@
 //!   readers use to list a table's files);
 //! - [`console`]: prints batches like Spark's console sink;
 //! - [`memory`]: named in-memory tables ([`memory_table`]);
-//! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]).
+//! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]);
+//! - [`delta`](mod@delta): Delta tables (append, complete, MERGE on `merge_keys`), exactly
+//!   once through Delta application transactions.
 
 pub mod console;
+pub mod delta;
 pub mod file;
 pub mod foreach_batch;
 pub mod manifest;
@@ -15,6 +18,7 @@ pub mod memory;
 mod parquet_writer;
 
 pub use console::ConsoleSink;
+pub use delta::DeltaSink;
 pub use file::FileSink;
 pub use foreach_batch::{
     foreach_batch_fn, register_foreach_batch, ForeachBatchFn, ForeachBatchSink,
@@ -30,6 +34,7 @@ pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
     "parquet",
     "json",
     "csv",
+    "delta",
     "console",
     "memory",
     "foreach_batch",
@@ -38,8 +43,8 @@ pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
 /// Opens the sink for `ctx.format`: `parquet`/`json`/`csv` → [`FileSink`],
 /// `console` → [`ConsoleSink`] (standard output), `memory` → [`MemorySink`],
 /// `foreach_batch` → [`ForeachBatchSink`] with `foreach` or else the closure
-/// registered under the sink's name. Other formats (`delta`, `kafka`) are an
-/// error saying they are not supported by this build yet.
+/// registered under the sink's name, `delta` → [`DeltaSink`]. Other known
+/// formats (`kafka`) are an error saying they are not supported by this build yet.
 pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Box<dyn Sink>> {
     let format = crate::formats::normalize_format(&ctx.format);
     let ctx = SinkContext { format, ..ctx };
@@ -48,6 +53,7 @@ pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Bo
         "console" => Box::new(ConsoleSink::open(&ctx)?),
         "memory" => Box::new(MemorySink::open(&ctx)?),
         "foreach_batch" => Box::new(ForeachBatchSink::open(&ctx, foreach)?),
+        "delta" => Box::new(DeltaSink::open(&ctx)?),
         other if crate::formats::SINK_FORMATS.contains(&other) => {
             return Err(Error::runtime_with_help(
                 format!(

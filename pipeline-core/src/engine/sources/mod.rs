@@ -1,10 +1,10 @@
-//! Streaming source implementations: files (json, csv, parquet, text), rate,
-//! socket and memory.
+//! Streaming source implementations: files (json, csv, parquet, text), Delta
+//! tables, rate, socket and memory.
 //!
 //! [`open_source`] opens the source a plan's leaf declares;
-//! [`open_table_source`] opens a streaming read of one of the pipeline's own
-//! tables (a directory written by the file sink, read through its
-//! `_spark_metadata` manifest).
+//! [`open_table_reader`] opens a read of one of the pipeline's own
+//! tables (a Delta table, or a directory written by the file sink, read
+//! through its `_spark_metadata` manifest).
 //!
 //! Option names are Spark's and matched case-insensitively; the spec's
 //! `flows.<name>.options` ([`SourceContext::option_overrides`]) win over the
@@ -21,6 +21,7 @@ use crate::engine::source::{Source, SourceContext};
 use crate::error::{Error, Result};
 use crate::plan::reader::{SourceFormat, SourceSpec};
 
+pub mod delta;
 pub mod file;
 mod json_fast;
 pub mod memory;
@@ -28,6 +29,7 @@ mod parse;
 pub mod rate;
 pub mod socket;
 
+pub use delta::DeltaSource;
 pub use file::{FileFormat, FileSource};
 pub use memory::{memory_stream, MemorySource, MemoryStream};
 pub use rate::RateSource;
@@ -78,7 +80,27 @@ pub fn open_source(
                 .to_string();
             Ok(Box::new(MemorySource::open(&name, schema, ctx)?))
         }
-        SourceFormat::Kafka | SourceFormat::Delta => Err(Error::runtime_with_help(
+        SourceFormat::Delta => {
+            let path = spec
+                .path
+                .as_deref()
+                .or_else(|| options.get("path"))
+                .ok_or_else(|| {
+                    Error::runtime_with_help(
+                        format!("flow `{}`: delta source has no path", ctx.flow),
+                        "load it with .load(\"path/to/table\")",
+                    )
+                })?
+                .to_string();
+            Ok(Box::new(DeltaSource::open(
+                &path,
+                schema,
+                options,
+                ctx,
+                !spec.streaming,
+            )?))
+        }
+        SourceFormat::Kafka => Err(Error::runtime_with_help(
             format!(
                 "flow `{}`: the {} source is not supported by this engine yet",
                 ctx.flow, spec.format
@@ -88,10 +110,8 @@ pub fn open_source(
     }
 }
 
-/// Opens a streaming read of one of the pipeline's own tables: the directory
-/// `path` written by the file sink in `format` (`parquet`, `json`, `csv`,
-/// `text`). Only files committed to its `_spark_metadata` manifest are read,
-/// in log order; until the manifest exists the table has no data.
+/// Opens a streaming read of one of the pipeline's own tables at `path`
+/// ([`open_table_reader`] with `streaming` true).
 pub fn open_table_source(
     path: &Path,
     format: &str,
@@ -99,8 +119,31 @@ pub fn open_table_source(
     options: &BTreeMap<String, String>,
     ctx: SourceContext,
 ) -> Result<Box<dyn Source>> {
+    open_table_reader(path, format, schema, options, ctx, true)
+}
+
+/// Opens a read of one of the pipeline's own tables at `path`: a Delta table
+/// (`format` `delta`: streamed commit by commit, or its latest snapshot when
+/// `streaming` is false, see [`DeltaSource`]), or a directory written by the
+/// file sink in `parquet`, `json`, `csv` or `text`, of which only files
+/// committed to its `_spark_metadata` manifest are read, in log order;
+/// until the manifest exists the table has no data.
+pub fn open_table_reader(
+    path: &Path,
+    format: &str,
+    schema: SchemaRef,
+    options: &BTreeMap<String, String>,
+    ctx: SourceContext,
+    streaming: bool,
+) -> Result<Box<dyn Source>> {
     let options = Options::merged(options, &ctx.option_overrides, &ctx.flow);
     let format = match format.trim().to_ascii_lowercase().as_str() {
+        "delta" => {
+            let path = path.to_string_lossy().into_owned();
+            return Ok(Box::new(DeltaSource::open(
+                &path, schema, options, ctx, !streaming,
+            )?));
+        }
         "json" => FileFormat::Json,
         "csv" => FileFormat::Csv,
         "parquet" => FileFormat::Parquet,
@@ -111,7 +154,7 @@ pub fn open_table_source(
                     "flow `{}`: streaming reads of `{other}` tables are not supported yet",
                     ctx.flow
                 ),
-                "store the table as parquet, json, csv or text",
+                "store the table as delta, parquet, json, csv or text",
             ))
         }
     };

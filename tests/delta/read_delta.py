@@ -1,0 +1,66 @@
+"""Reads Delta tables with the `deltalake` Python package (delta-rs' Python
+binding, an independent Delta reader) and prints each table's rows, so the
+Rust tests and scripts/test can check it sees exactly the rows we committed.
+
+usage: python read_delta.py <table dir>...
+Prints one JSON object: {"<table dir>": {"version": v, "rows": [...]}}, rows
+sorted, each a list of column values in the table's column order, with
+timestamps as microseconds since the epoch (UTC), structs as lists of their
+field values, nulls as null.
+
+With `--expect FILE` it instead compares with FILE (same JSON shape, without
+"version") and exits 1 on a difference.
+"""
+import datetime
+import json
+import sys
+
+from deltalake import DeltaTable
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def canon(v):
+    if v is None:
+        return None
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        d = v - EPOCH
+        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+    if isinstance(v, dict):
+        return [canon(x) for x in v.values()]
+    if isinstance(v, (list, tuple)):
+        return [canon(x) for x in v]
+    return v
+
+
+def read(path):
+    dt = DeltaTable(path)
+    table = dt.to_pyarrow_table()
+    names = table.column_names
+    rows = [[canon(r[n]) for n in names] for r in table.to_pylist()]
+    rows.sort(key=lambda r: json.dumps(r))
+    return {"version": dt.version(), "columns": names, "rows": rows}
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) >= 2 and args[0] == "--expect":
+        expected = json.load(open(args[1]))
+        ok = True
+        for path, want in expected.items():
+            got = read(path)
+            want_rows = sorted(want["rows"], key=lambda r: json.dumps(r))
+            if got["rows"] != want_rows or got["columns"] != want["columns"]:
+                ok = False
+                print(f"MISMATCH in {path}:\n  deltalake read {got['columns']} {got['rows']}\n  expected      {want['columns']} {want_rows}")
+            else:
+                print(f"deltalake (Python) read the same {len(got['rows'])} rows from {path} (version {got['version']})")
+        return 0 if ok else 1
+    print(json.dumps({p: read(p) for p in args}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
