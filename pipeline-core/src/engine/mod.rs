@@ -16,6 +16,7 @@
 
 pub mod checkpoint;
 pub mod exec;
+pub mod kafka_conf;
 pub mod progress;
 pub mod runtime;
 pub mod sink;

@@ -5,11 +5,13 @@
 //!   readers use to list a table's files);
 //! - [`console`]: prints batches like Spark's console sink;
 //! - [`memory`]: named in-memory tables ([`memory_table`]);
-//! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]).
+//! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]);
+//! - [`kafka`]: one message per row, at least once (idempotent producer).
 
 pub mod console;
 pub mod file;
 pub mod foreach_batch;
+pub mod kafka;
 pub mod manifest;
 pub mod memory;
 mod parquet_writer;
@@ -19,6 +21,7 @@ pub use file::FileSink;
 pub use foreach_batch::{
     foreach_batch_fn, register_foreach_batch, ForeachBatchFn, ForeachBatchSink,
 };
+pub use kafka::KafkaSink;
 pub use manifest::{committed_files, CommittedFile};
 pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};
 
@@ -33,12 +36,13 @@ pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
     "console",
     "memory",
     "foreach_batch",
+    "kafka",
 ];
 
 /// Opens the sink for `ctx.format`: `parquet`/`json`/`csv` → [`FileSink`],
 /// `console` → [`ConsoleSink`] (standard output), `memory` → [`MemorySink`],
 /// `foreach_batch` → [`ForeachBatchSink`] with `foreach` or else the closure
-/// registered under the sink's name. Other formats (`delta`, `kafka`) are an
+/// registered under the sink's name, `kafka` → [`KafkaSink`]. Other formats (`delta`) are an
 /// error saying they are not supported by this build yet.
 pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Box<dyn Sink>> {
     let format = crate::formats::normalize_format(&ctx.format);
@@ -48,6 +52,7 @@ pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Bo
         "console" => Box::new(ConsoleSink::open(&ctx)?),
         "memory" => Box::new(MemorySink::open(&ctx)?),
         "foreach_batch" => Box::new(ForeachBatchSink::open(&ctx, foreach)?),
+        "kafka" => Box::new(KafkaSink::open(&ctx)?),
         other if crate::formats::SINK_FORMATS.contains(&other) => {
             return Err(Error::runtime_with_help(
                 format!(

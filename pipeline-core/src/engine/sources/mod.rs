@@ -1,5 +1,5 @@
 //! Streaming source implementations: files (json, csv, parquet, text), rate,
-//! socket and memory.
+//! socket, memory and kafka.
 //!
 //! [`open_source`] opens the source a plan's leaf declares;
 //! [`open_table_source`] opens a streaming read of one of the pipeline's own
@@ -23,12 +23,14 @@ use crate::plan::reader::{SourceFormat, SourceSpec};
 
 pub mod file;
 mod json_fast;
+pub mod kafka;
 pub mod memory;
 mod parse;
 pub mod rate;
 pub mod socket;
 
 pub use file::{FileFormat, FileSource};
+pub use kafka::KafkaSource;
 pub use memory::{memory_stream, MemorySource, MemoryStream};
 pub use rate::RateSource;
 pub use socket::SocketSource;
@@ -78,7 +80,13 @@ pub fn open_source(
                 .to_string();
             Ok(Box::new(MemorySource::open(&name, schema, ctx)?))
         }
-        SourceFormat::Kafka | SourceFormat::Delta => Err(Error::runtime_with_help(
+        SourceFormat::Kafka => Ok(Box::new(KafkaSource::open(
+            schema,
+            options,
+            ctx,
+            spec.streaming,
+        )?)),
+        SourceFormat::Delta => Err(Error::runtime_with_help(
             format!(
                 "flow `{}`: the {} source is not supported by this engine yet",
                 ctx.flow, spec.format
@@ -144,6 +152,11 @@ impl Options {
             map,
             flow: flow.to_string(),
         }
+    }
+
+    /// Every option, keys lower-cased.
+    pub fn entries(&self) -> &BTreeMap<String, String> {
+        &self.map
     }
 
     /// An option by key (case-insensitive).
