@@ -92,7 +92,7 @@ fn main() -> std::process::ExitCode {
     let brokers = broker.brokers.clone();
     broker.create_topic("events", 3);
     let tmp = tempfile::tempdir().unwrap();
-    let mut ok = true;
+    let mut results = Vec::new();
     produce(&brokers, "events", &input());
 
     // The reference: a run without a crash.
@@ -100,7 +100,7 @@ fn main() -> std::process::ExitCode {
     let reference = run_child(&brokers, &tmp.path().join("ref"), "counts-ref", None);
     let ref_out = latest_per_key(&consume_all(&brokers, "counts-ref"));
     let ref_stdout = String::from_utf8_lossy(&reference.stdout).to_string();
-    ok &= check(
+    results.push(check(
         "seed 002 example: counts per event type in the output topic equal the input's",
         reference.status.success()
             && ref_out == expected()
@@ -132,7 +132,7 @@ fn main() -> std::process::ExitCode {
         let out = latest_per_key(&all);
         let total: u64 = out.values().map(|v| v.parse::<u64>().unwrap_or(0)).sum();
         let stdout = String::from_utf8_lossy(&restarted.stdout).to_string();
-        ok &= check(
+        results.push(check(
             &format!("killed at {point}, restarted: every input message counted, the same counts as without the crash"),
             !crashed.status.success()
                 && restarted.status.success()
@@ -147,9 +147,15 @@ fn main() -> std::process::ExitCode {
                     all.len()
                 )
             },
-        );
+        ));
     }
-    if ok {
+    let passed = results.iter().filter(|ok| **ok).count();
+    let failed = results.len() - passed;
+    println!(
+        "\ntest result: {}. {passed} passed; {failed} failed; 0 ignored; 0 measured; 0 filtered out",
+        if failed == 0 { "ok" } else { "FAILED" }
+    );
+    if failed == 0 {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE

@@ -35,7 +35,8 @@ fn event_counts(s: &Session) -> Result<DataFrame> {
         .select_expr(["event_type AS key", "CAST(count AS STRING) AS value"])
 }
 
-fn main() -> std::process::ExitCode {
+/// The pipeline binary's CLI (`tests/kafka_crash.rs` runs it too).
+pub fn main() -> std::process::ExitCode {
     dp::Pipeline::from_registry()
         .spec_dir(concat!(
             env!("CARGO_MANIFEST_DIR"),

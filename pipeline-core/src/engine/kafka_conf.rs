@@ -79,18 +79,7 @@ pub fn client_config(
                 fix,
             ));
         }
-        let value = substitute_env(value).map_err(|problem| match problem {
-            crate::spec::env::Problem::Unset(name) => Error::runtime_with_help(
-                format!(
-                    "{what}: option `{key}` uses the environment variable `{name}`, which is not set"
-                ),
-                format!("set it, e.g. `export {name}=127.0.0.1:9092`, or write the value itself"),
-            ),
-            crate::spec::env::Problem::Malformed(text) => Error::runtime_with_help(
-                format!("{what}: option `{key}`: {text}"),
-                "write `${NAME}` or `${NAME:-default}`, or `$${` for a literal `${`",
-            ),
-        })?;
+        let value = substitute_env(value, what, key)?;
         if property == "bootstrap.servers" {
             servers = Some(value.clone());
         }
@@ -109,11 +98,24 @@ pub fn client_config(
     }
 }
 
-/// `${NAME}` / `${NAME:-default}` substituted from the process environment;
-/// the error is the first problem found.
-fn substitute_env(value: &str) -> std::result::Result<String, crate::spec::env::Problem> {
-    crate::spec::env::substitute(value, &|name| std::env::var(name).ok())
-        .map_err(|problems| problems.into_iter().next().expect("an error has a problem"))
+/// `value` of option `key` with `${NAME}` / `${NAME:-default}` substituted
+/// from the process environment; an unset variable is an error naming the option.
+pub fn substitute_env(value: &str, what: &str, key: &str) -> Result<String> {
+    crate::spec::env::substitute(value, &|name| std::env::var(name).ok()).map_err(|problems| {
+        match problems.into_iter().next() {
+            Some(crate::spec::env::Problem::Unset(name)) => Error::runtime_with_help(
+                format!(
+                    "{what}: option `{key}` uses the environment variable `{name}`, which is not set"
+                ),
+                format!("set it, e.g. `export {name}=...`, or write the value itself"),
+            ),
+            Some(crate::spec::env::Problem::Malformed(text)) => Error::runtime_with_help(
+                format!("{what}: option `{key}`: {text}"),
+                "write `${NAME}` or `${NAME:-default}`, or `$${` for a literal `${`",
+            ),
+            None => Error::runtime(format!("{what}: option `{key}` has a bad `${{...}}` reference")),
+        }
+    })
 }
 
 /// A Kafka client error as text for messages: librdkafka's description.

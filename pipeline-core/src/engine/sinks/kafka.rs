@@ -73,8 +73,11 @@ pub fn check_schema(schema: &Schema, options: &BTreeMap<String, String>) -> Vec<
     }
     if schema.field_with_name("topic").is_err() && !has_topic_option {
         problems.push(SchemaProblem {
-            message: "no topic: the sink has no `topic` option and the query no `topic` column".to_string(),
-            help: "add `topic: <name>` to the sink's options, or a `topic` STRING column to the query".to_string(),
+            message: "no topic: the sink has no `topic` option and the query no `topic` column"
+                .to_string(),
+            help:
+                "add `topic: <name>` to the sink's options, or a `topic` STRING column to the query"
+                    .to_string(),
         });
     }
     for field in schema.fields() {
@@ -83,7 +86,12 @@ pub fn check_schema(schema: &Schema, options: &BTreeMap<String, String>) -> Vec<
         let ok = match name {
             "key" | "value" => matches!(
                 t,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+                DataType::Utf8
+                    | DataType::LargeUtf8
+                    | DataType::Utf8View
+                    | DataType::Binary
+                    | DataType::LargeBinary
+                    | DataType::BinaryView
             ),
             "topic" => matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
             "partition" => matches!(t, DataType::Int32 | DataType::Int16 | DataType::Int8),
@@ -182,7 +190,10 @@ impl KafkaSink {
     pub fn open(ctx: &SinkContext) -> Result<KafkaSink> {
         let what = format!("sink `{}` (flow `{}`)", ctx.name, ctx.flow);
         if let Some(p) = check_schema(&ctx.schema, &ctx.options).into_iter().next() {
-            return Err(Error::runtime_with_help(format!("{what}: {}", p.message), p.help));
+            return Err(Error::runtime_with_help(
+                format!("{what}: {}", p.message),
+                p.help,
+            ));
         }
         let topic = ctx
             .options
@@ -282,7 +293,8 @@ impl KafkaSink {
             ),
             None => None,
         };
-        let headers: Option<&ListArray> = batch.column_by_name("headers").map(|c| c.as_list::<i32>());
+        let headers: Option<&ListArray> =
+            batch.column_by_name("headers").map(|c| c.as_list::<i32>());
         let header_values: Option<(StringArray, BinaryArray)> = match headers {
             Some(list) => {
                 let s: &StructArray = list.values().as_struct();

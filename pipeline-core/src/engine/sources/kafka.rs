@@ -41,8 +41,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
-    StructBuilder, TimestampMicrosecondBuilder,
+    ArrayRef, BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -130,6 +130,7 @@ impl KafkaSource {
         streaming: bool,
     ) -> Result<KafkaSource> {
         let what = format!("flow `{}`: kafka source", ctx.flow);
+        let options = substitute_options(&options, &ctx.flow, &what)?;
         let subscription = parse_subscription(&options, &what)?;
         let starting = match options.get("startingOffsets") {
             None if !streaming => StartingOffsets::Earliest,
@@ -157,8 +158,11 @@ impl KafkaSource {
         }
         let max_offsets_per_trigger = options.positive("maxOffsetsPerTrigger")?;
         let fail_on_data_loss = options.bool("failOnDataLoss", true)?;
-        let timeout =
-            Duration::from_millis(options.positive("kafkaConsumer.pollTimeoutMs")?.unwrap_or(120_000));
+        let timeout = Duration::from_millis(
+            options
+                .positive("kafkaConsumer.pollTimeoutMs")?
+                .unwrap_or(120_000),
+        );
         for field in schema.fields() {
             if !KAFKA_COLUMNS.contains(&field.name().as_str()) {
                 return Err(Error::runtime(format!(
@@ -180,7 +184,7 @@ impl KafkaSource {
                 ("enable.partition.eof", "true"),
                 ("auto.offset.reset", "error"),
                 ("allow.auto.create.topics", "false"),
-                ("fetch.wait.max.ms", "100"),
+                ("fetch.wait.max.ms", "10"),
             ],
         )?;
         let consumer = create_consumer(&config, &what)?;
@@ -262,6 +266,77 @@ impl KafkaSource {
             })
     }
 
+    /// (earliest, end) of every partition in `partitions`. The end the
+    /// brokers report (ListOffsets) is checked by fetching from it until
+    /// the partition's end-of-log: a broker that reports too small an end
+    /// (tansu reports the last record batch's first offset + 1) is
+    /// corrected, and on Kafka this costs one empty fetch per topic.
+    fn log_ends(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, (i64, i64)>> {
+        let mut out = BTreeMap::new();
+        for tp in partitions {
+            out.insert(tp.clone(), self.watermarks(tp)?);
+        }
+        // One topic at a time: an end-of-log event names only the partition.
+        let topics: BTreeSet<String> = partitions.iter().map(|(t, _)| t.clone()).collect();
+        for topic in topics {
+            let mut open: BTreeMap<i32, i64> = out
+                .iter()
+                .filter(|((t, _), _)| *t == topic)
+                .map(|((_, p), (_, high))| (*p, *high))
+                .collect();
+            let mut tpl = TopicPartitionList::new();
+            for (p, high) in &open {
+                tpl.add_partition_offset(&topic, *p, KafkaOffset::Offset(*high))
+                    .map_err(|e| self.broker_error("could not assign partitions", &e))?;
+            }
+            self.consumer
+                .assign(&tpl)
+                .map_err(|e| self.broker_error("could not assign partitions", &e))?;
+            let started = Instant::now();
+            while !open.is_empty() {
+                if started.elapsed() > self.timeout {
+                    let _ = self.consumer.unassign();
+                    return Err(Error::runtime_with_help(
+                        format!(
+                            "{}: timed out after {} ms finding the end of topic `{topic}`",
+                            self.what,
+                            self.timeout.as_millis()
+                        ),
+                        "check that the brokers are reachable, or raise `kafkaConsumer.pollTimeoutMs`",
+                    ));
+                }
+                match self.consumer.poll(Duration::from_millis(100)) {
+                    None => {}
+                    Some(Ok(m)) => {
+                        let tp = (m.topic().to_string(), m.partition());
+                        if let Some(e) = out.get_mut(&tp) {
+                            e.1 = e.1.max(m.offset() + 1);
+                        }
+                    }
+                    Some(Err(KafkaError::PartitionEOF(p))) => {
+                        open.remove(&p);
+                    }
+                    Some(Err(e)) if is_transient(&e) => {}
+                    Some(Err(KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::OffsetOutOfRange,
+                    ))) => {
+                        // Deleted under us; the end from ListOffsets stands.
+                        open.clear();
+                    }
+                    Some(Err(e)) => {
+                        let _ = self.consumer.unassign();
+                        return Err(self.broker_error("could not find the end of the log", &e));
+                    }
+                }
+            }
+        }
+        let _ = self.consumer.unassign();
+        Ok(out)
+    }
+
     fn broker_error(&self, doing: &str, e: &KafkaError) -> Error {
         Error::runtime_with_help(
             format!("{}: {doing}: {e}", self.what),
@@ -280,7 +355,9 @@ impl KafkaSource {
                 .map_err(|m| Error::checkpoint(&file, format!("not a Kafka offset: {m}")));
         }
         let mut out = PartitionOffsets::new();
-        for tp in self.partitions()? {
+        let partitions = self.partitions()?;
+        let ends = self.log_ends(&partitions)?;
+        for tp in partitions {
             let wanted = match &self.starting {
                 StartingOffsets::Earliest => EARLIEST,
                 StartingOffsets::Latest => LATEST,
@@ -289,7 +366,7 @@ impl KafkaSource {
             let offset = if wanted >= 0 {
                 wanted
             } else {
-                let (low, high) = self.watermarks(&tp)?;
+                let (low, high) = ends.get(&tp).copied().unwrap_or((0, 0));
                 if wanted == EARLIEST {
                     low
                 } else {
@@ -369,6 +446,21 @@ pub const KAFKA_COLUMNS: &[&str] = &[
     "headers",
 ];
 
+/// The options with `${ENV}` references substituted (`kafka.*` ones are
+/// substituted when the client configuration is built).
+fn substitute_options(options: &Options, flow: &str, what: &str) -> Result<Options> {
+    let mut map = BTreeMap::new();
+    for (k, v) in options.entries() {
+        let v = if k.starts_with(crate::engine::kafka_conf::KAFKA_PREFIX) {
+            v.clone()
+        } else {
+            crate::engine::kafka_conf::substitute_env(v, what, k)?
+        };
+        map.insert(k.clone(), v);
+    }
+    Ok(Options::merged(&map, &BTreeMap::new(), flow))
+}
+
 fn create_consumer(config: &ClientConfig, what: &str) -> Result<BaseConsumer> {
     config.create().map_err(|e| creation_error(what, e))
 }
@@ -411,7 +503,9 @@ fn parse_subscription(options: &Options, what: &str) -> Result<Subscription> {
             .map(Subscription::Pattern)
             .map_err(|e| {
                 Error::runtime_with_help(
-                    format!("{what}: option `subscribePattern` is not a valid regular expression: {e}"),
+                    format!(
+                        "{what}: option `subscribePattern` is not a valid regular expression: {e}"
+                    ),
                     ".option(\"subscribePattern\", \"events-.*\")",
                 )
             }),
@@ -432,7 +526,10 @@ fn parse_subscription(options: &Options, what: &str) -> Result<Subscription> {
             };
             for (topic, list) in parsed.as_object().ok_or_else(bad)? {
                 for p in list.as_array().ok_or_else(bad)? {
-                    let p = p.as_i64().and_then(|p| i32::try_from(p).ok()).filter(|p| *p >= 0);
+                    let p = p
+                        .as_i64()
+                        .and_then(|p| i32::try_from(p).ok())
+                        .filter(|p| *p >= 0);
                     parts.insert((topic.clone(), p.ok_or_else(bad)?));
                 }
             }
@@ -454,7 +551,9 @@ pub fn parse_starting_offsets(value: &str, what: &str) -> Result<StartingOffsets
     let help = "use `earliest`, `latest` or JSON such as {\"topicA\": {\"0\": 23, \"1\": -2}} (-2 earliest, -1 latest)";
     let parsed: serde_json::Value = serde_json::from_str(value).map_err(|_| {
         Error::runtime_with_help(
-            format!("{what}: option `startingOffsets` must be earliest, latest or JSON, got `{value}`"),
+            format!(
+                "{what}: option `startingOffsets` must be earliest, latest or JSON, got `{value}`"
+            ),
             help,
         )
     })?;
@@ -471,15 +570,17 @@ pub fn parse_starting_offsets(value: &str, what: &str) -> Result<StartingOffsets
 }
 
 /// Reads `{"topic": {"0": 42}}`.
-pub fn offsets_from_json(value: &serde_json::Value) -> std::result::Result<PartitionOffsets, String> {
+pub fn offsets_from_json(
+    value: &serde_json::Value,
+) -> std::result::Result<PartitionOffsets, String> {
     let mut out = PartitionOffsets::new();
     let topics = value
         .as_object()
         .ok_or_else(|| format!("expected an object of topics, got `{value}`"))?;
     for (topic, parts) in topics {
-        let parts = parts
-            .as_object()
-            .ok_or_else(|| format!("topic `{topic}`: expected an object of partitions, got `{parts}`"))?;
+        let parts = parts.as_object().ok_or_else(|| {
+            format!("topic `{topic}`: expected an object of partitions, got `{parts}`")
+        })?;
         for (p, o) in parts {
             let p: i32 = p
                 .parse()
@@ -572,11 +673,12 @@ impl Source for KafkaSource {
     }
 
     fn prepare_available_now(&mut self) -> Result<()> {
-        let mut cap = PartitionOffsets::new();
-        for tp in self.partitions()? {
-            let (_, high) = self.watermarks(&tp)?;
-            cap.insert(tp, high);
-        }
+        let partitions = self.partitions()?;
+        let cap = self
+            .log_ends(&partitions)?
+            .into_iter()
+            .map(|(tp, (_, high))| (tp, high))
+            .collect();
         self.cap = Some(cap);
         Ok(())
     }
@@ -603,10 +705,11 @@ impl Source for KafkaSource {
                 0,
             )?;
         }
+        let ends = self.log_ends(&partitions)?;
         for tp in &partitions {
             // A partition the checkpoint does not know was added later: read it from the start.
             let begin = from.get(tp).copied().unwrap_or(0);
-            let (low, high) = self.watermarks(tp)?;
+            let (low, high) = ends.get(tp).copied().unwrap_or((0, 0));
             let mut end = high;
             if let Some(cap) = &self.cap {
                 match cap.get(tp) {
@@ -746,11 +849,8 @@ impl Source for KafkaSource {
                 }
                 Err(KafkaError::PartitionEOF(p)) => {
                     // The log ends before the planned end: it was truncated or recreated.
-                    let done: Vec<TopicPartition> = ranges
-                        .keys()
-                        .filter(|(_, q)| *q == p)
-                        .cloned()
-                        .collect();
+                    let done: Vec<TopicPartition> =
+                        ranges.keys().filter(|(_, q)| *q == p).cloned().collect();
                     for tp in done {
                         let (low, high) = self.watermarks(&tp)?;
                         let (next, u) = ranges[&tp];
@@ -994,7 +1094,9 @@ impl RowBuilder {
                 "partition" => partition.clone(),
                 "offset" => offset.clone(),
                 "timestamp" => match field.data_type() {
-                    DataType::Timestamp(_, tz) => Arc::new(ts.clone().with_timezone_opt(tz.clone())),
+                    DataType::Timestamp(_, tz) => {
+                        Arc::new(ts.clone().with_timezone_opt(tz.clone()))
+                    }
                     _ => Arc::new(ts.clone()),
                 },
                 "timestampType" => timestamp_type.clone(),
