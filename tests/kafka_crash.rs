@@ -112,7 +112,7 @@ fn main() -> std::process::ExitCode {
                 expected()
             )
         },
-    );
+    ));
 
     for (i, point) in [
         "after_offsets:2",
