@@ -868,9 +868,7 @@ impl Source for KafkaSource {
                         ranges.remove(&tp);
                     }
                 }
-                Err(KafkaError::MessageConsumption(code))
-                    if code == RDKafkaErrorCode::OffsetOutOfRange =>
-                {
+                Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange)) => {
                     self.recover_out_of_range(&mut ranges)?;
                     last_progress = Instant::now();
                 }
