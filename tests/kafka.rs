@@ -742,3 +742,70 @@ fn bad_options_are_refused_with_the_fix() {
         assert!(err.starts_with(want), "{err}\n  wanted: {want}");
     }
 }
+
+#[test]
+fn messages_deleted_by_retention_fail_the_batch_or_are_counted() {
+    let (c, brokers) = cluster();
+    c.create_topic("ret", 1, 1).unwrap();
+    produce(
+        &brokers,
+        "ret",
+        &[Out::kv("a", "small-0"), Out::kv("b", "small-1")],
+    );
+    // The mock broker keeps 5 MB per partition: six 1 MB messages push the
+    // first ones out of the log, as retention would.
+    let big = "x".repeat(900_000);
+    for _ in 0..7 {
+        produce(&brokers, "ret", &[Out::kv("big", &big)]);
+    }
+    let reader: rdkafka::consumer::BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    let (low, high) = rdkafka::consumer::Consumer::fetch_watermarks(
+        &reader,
+        "ret",
+        0,
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    assert!(low >= 2 && high == 9, "{low}..{high}");
+    let copy = |fail: &str, table: &str| {
+        dp::Pipeline::new()
+            .append_flow("copy", "mem", {
+                let b = brokers.clone();
+                let fail = fail.to_string();
+                move |s| {
+                    s.read_stream()
+                        .format("kafka")
+                        .option("kafka.bootstrap.servers", &b)
+                        .option("subscribe", "ret")
+                        .option("startingOffsets", r#"{"ret": {"0": 0}}"#)
+                        .option("failOnDataLoss", &fail)
+                        .load_default()?
+                        .select_expr(["offset"])
+                }
+            })
+            .create_sink("mem", "memory", [("queryName", table)])
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let err = try_run(&copy("true", "ret_fail"), tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!("flow `copy`: kafka source: messages 0..{low} of partition ret-0 were deleted before they were read\n  help: data was deleted (retention, a deleted partition or topic) before the query read it; set `.option(\"failOnDataLoss\", \"false\")` to count the loss and go on, or reset the query with `--full-refresh`")
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    run_ok(&copy("false", "ret_count"), tmp.path());
+    let offsets: Vec<i64> = rows("ret_count")
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            a.values().to_vec()
+        })
+        .collect();
+    assert_eq!(offsets, (low..high).collect::<Vec<_>>());
+    let log = std::fs::read_to_string(tmp.path().join("storage/event_log/events.jsonl")).unwrap();
+    assert!(log.contains(&format!("\"numDataLost\":{low}")), "{log}");
+}

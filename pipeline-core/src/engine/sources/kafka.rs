@@ -321,7 +321,7 @@ impl KafkaSource {
                     }
                     Some(Err(e)) if is_transient(&e) => {}
                     Some(Err(KafkaError::MessageConsumption(
-                        RDKafkaErrorCode::OffsetOutOfRange,
+                        RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
                     ))) => {
                         // Deleted under us; the end from ListOffsets stands.
                         open.clear();
@@ -868,7 +868,9 @@ impl Source for KafkaSource {
                         ranges.remove(&tp);
                     }
                 }
-                Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange)) => {
+                Err(KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+                )) => {
                     self.recover_out_of_range(&mut ranges)?;
                     last_progress = Instant::now();
                 }
