@@ -719,7 +719,7 @@ fn open_sink_errors() {
     let err = |c: SinkContext| open_sink(c, None).err().unwrap().to_string();
     assert_eq!(
         err(ctx("delta", tmp.path(), &[], QID)),
-        "sink `out`: format `delta` is not supported by this build yet\n  help: write to one of parquet, json, csv, console, memory, foreach_batch for now"
+        "sink `out`: format `delta` is not supported by this build yet\n  help: write to one of parquet, json, csv, console, memory, foreach_batch, kafka for now"
     );
     assert_eq!(
         err(ctx("parquett", tmp.path(), &[], QID)),
