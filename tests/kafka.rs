@@ -809,3 +809,60 @@ fn messages_deleted_by_retention_fail_the_batch_or_are_counted() {
     let log = std::fs::read_to_string(tmp.path().join("storage/event_log/events.jsonl")).unwrap();
     assert!(log.contains(&format!("\"numDataLost\":{low}")), "{log}");
 }
+
+#[test]
+fn complete_mode_sends_the_whole_result_every_batch() {
+    let (c, brokers) = cluster();
+    c.create_topic("events_c", 1, 1).unwrap();
+    c.create_topic("totals", 1, 1).unwrap();
+    produce(&brokers, "events_c", &events(4, 0));
+    let tmp = tempfile::tempdir().unwrap();
+    let b = brokers.clone();
+    let mut flow = dp::FlowDef::append(
+        "totals_flow",
+        "totals_sink",
+        dp::Query::new(move |s| {
+            s.read_stream()
+                .format("kafka")
+                .option("kafka.bootstrap.servers", &b)
+                .option("subscribe", "events_c")
+                .option("startingOffsets", "earliest")
+                .load_default()?
+                .select_expr(["CAST(key AS STRING) AS event_type"])?
+                .group_by([col("event_type")])
+                .count()?
+                .select_expr(["event_type AS key", "CAST(count AS STRING) AS value"])
+        }),
+    );
+    flow.conf
+        .insert("pipelines.outputMode".into(), "complete".into());
+    let p = dp::Pipeline::new().flow(flow).create_sink(
+        "totals_sink",
+        "kafka",
+        [
+            ("kafka.bootstrap.servers", brokers.clone()),
+            ("topic", "totals".to_string()),
+        ],
+    );
+    run_ok(&p, tmp.path());
+    produce(&brokers, "events_c", &[Out::kv("buy", "z")]);
+    run_ok(&p, tmp.path());
+    let got: Vec<(String, String)> = consume_all(&brokers, "totals")
+        .into_iter()
+        .map(|m| (m.key.unwrap(), m.value.unwrap()))
+        .collect::<Vec<_>>();
+    let mut first: Vec<(String, String)> = got[..3].to_vec();
+    first.sort();
+    let mut second: Vec<(String, String)> = got[3..].to_vec();
+    second.sort();
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(first, pairs(&[("buy", "1"), ("click", "2"), ("view", "1")]));
+    assert_eq!(
+        second,
+        pairs(&[("buy", "2"), ("click", "2"), ("view", "1")])
+    );
+}
