@@ -689,6 +689,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                             );
                         }
                     }
+                    kafka_sink_columns(f, target, &schema, &mut diags);
                     if let Some(expected) = declared.get(&target.name) {
                         if let Some(problem) = schema_difference(expected, &schema) {
                             diags.push(
@@ -902,6 +903,29 @@ fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Opti
         .origin(f.origin.clone())
         .help(help),
     )
+}
+
+/// A flow writing to a Kafka sink must give it a `value` (and the other
+/// columns the sink takes, with their types).
+fn kafka_sink_columns(
+    f: &FlowDef,
+    target: &DatasetDef,
+    schema: &SchemaRef,
+    diags: &mut Diagnostics,
+) {
+    let is_kafka = target.dataset_type() == DatasetType::Sink
+        && target.format.as_deref().map(normalize_format).as_deref() == Some("kafka");
+    if !is_kafka {
+        return;
+    }
+    for p in crate::engine::sinks::kafka::check_schema(schema, &target.options) {
+        diags.push(
+            Diagnostic::new(format!("writes to {}: {}", target.subject(), p.message))
+                .subject(f.subject())
+                .origin(f.origin.clone())
+                .help(p.help),
+        );
+    }
 }
 
 fn required_sink_options(format: &str) -> &'static [&'static str] {

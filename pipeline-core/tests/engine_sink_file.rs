@@ -719,10 +719,6 @@ fn open_sink_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let err = |c: SinkContext| open_sink(c, None).err().unwrap().to_string();
     assert_eq!(
-        err(ctx("kafka", tmp.path(), &[], QID)),
-        "sink `out`: format `kafka` is not supported by this build yet\n  help: write to one of parquet, json, csv, delta, console, memory, foreach_batch for now"
-    );
-    assert_eq!(
         err(ctx("parquett", tmp.path(), &[], QID)),
         "sink `out`: format `parquett` is not a known sink format\n  help: did you mean `parquet`?"
     );

@@ -380,7 +380,9 @@ fn output_mode_the_sink_cannot_take() {
                 .group_by([col("level")])
                 .count()
         })
-        .update_flow("to_kafka", "kafka_sink", read_logs);
+        .update_flow("to_kafka", "kafka_sink", |s| {
+            s.read_stream_table("logs")?.select_expr(["msg AS value"])
+        });
     let yaml = "name: test\nstorage: ./s\nsinks:\n  archive: { format: parquet, options: { path: ./a } }\n  delta_sink: { format: delta, options: { path: ./d } }\n  merge_sink: { format: delta, options: { path: ./m }, merge_keys: [level] }\n  kafka_sink: { format: kafka, options: { kafka.bootstrap.servers: \"localhost:9092\", topic: t } }\n";
     let d = errors(&p, yaml);
     assert_eq!(d.len(), 2, "{}", render(&d));

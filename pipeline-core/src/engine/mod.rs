@@ -17,6 +17,7 @@
 pub mod checkpoint;
 pub mod delta;
 pub mod exec;
+pub mod kafka_conf;
 pub mod progress;
 pub mod runtime;
 pub mod sink;

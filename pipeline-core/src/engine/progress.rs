@@ -45,6 +45,14 @@ pub struct SourceProgress {
     pub num_input_rows: u64,
     /// Records dropped as malformed (`mode=DROPMALFORMED`).
     pub num_malformed_dropped: u64,
+    /// Records deleted before they were read, counted instead of failing
+    /// (Kafka's `failOnDataLoss=false`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub num_data_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Progress of one micro-batch of one flow (like Spark's `StreamingQueryProgress`).

@@ -800,6 +800,7 @@ impl StreamingQuery {
                         end_offset: end,
                         num_input_rows: rows,
                         num_malformed_dropped: read.malformed_dropped,
+                        num_data_lost: source.data_lost(),
                     });
                     inputs.push(read.batches);
                 }

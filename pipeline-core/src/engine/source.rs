@@ -91,6 +91,13 @@ pub trait Source: Send {
         None
     }
 
+    /// Records lost since the last call (deleted before they were read,
+    /// counted instead of failing: Kafka's `failOnDataLoss=false`). The
+    /// runtime asks after each read and reports it in the batch's progress.
+    fn data_lost(&mut self) -> u64 {
+        0
+    }
+
     /// False when a replay may not return the same rows (the socket source).
     fn replayable(&self) -> bool {
         true

@@ -29,7 +29,7 @@
 //! [`PipelineSpec::resolve_env`] substitutes `${ENV_VAR}` references. Every
 //! [`SpecError`] names the file and line and, when useful, how to fix it.
 
-mod env;
+pub(crate) mod env;
 mod parse;
 mod trigger;
 mod yaml;

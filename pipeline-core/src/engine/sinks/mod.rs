@@ -7,12 +7,14 @@
 //! - [`memory`]: named in-memory tables ([`memory_table`]);
 //! - [`foreach_batch`]: a Rust closure per batch ([`register_foreach_batch`]);
 //! - [`delta`](mod@delta): Delta tables (append, complete, MERGE on `merge_keys`), exactly
-//!   once through Delta application transactions.
+//!   once through Delta application transactions;
+//! - [`kafka`]: one message per row, at least once (idempotent producer).
 
 pub mod console;
 pub mod delta;
 pub mod file;
 pub mod foreach_batch;
+pub mod kafka;
 pub mod manifest;
 pub mod memory;
 mod parquet_writer;
@@ -23,6 +25,7 @@ pub use file::FileSink;
 pub use foreach_batch::{
     foreach_batch_fn, register_foreach_batch, ForeachBatchFn, ForeachBatchSink,
 };
+pub use kafka::KafkaSink;
 pub use manifest::{committed_files, CommittedFile};
 pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};
 
@@ -38,13 +41,13 @@ pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
     "console",
     "memory",
     "foreach_batch",
+    "kafka",
 ];
 
 /// Opens the sink for `ctx.format`: `parquet`/`json`/`csv` → [`FileSink`],
 /// `console` → [`ConsoleSink`] (standard output), `memory` → [`MemorySink`],
 /// `foreach_batch` → [`ForeachBatchSink`] with `foreach` or else the closure
-/// registered under the sink's name, `delta` → [`DeltaSink`]. Other known
-/// formats (`kafka`) are an error saying they are not supported by this build yet.
+/// registered under the sink's name, `delta` → [`DeltaSink`], `kafka` → [`KafkaSink`].
 pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Box<dyn Sink>> {
     let format = crate::formats::normalize_format(&ctx.format);
     let ctx = SinkContext { format, ..ctx };
@@ -54,18 +57,7 @@ pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Bo
         "memory" => Box::new(MemorySink::open(&ctx)?),
         "foreach_batch" => Box::new(ForeachBatchSink::open(&ctx, foreach)?),
         "delta" => Box::new(DeltaSink::open(&ctx)?),
-        other if crate::formats::SINK_FORMATS.contains(&other) => {
-            return Err(Error::runtime_with_help(
-                format!(
-                    "sink `{}`: format `{other}` is not supported by this build yet",
-                    ctx.name
-                ),
-                format!(
-                    "write to one of {} for now",
-                    SUPPORTED_SINK_FORMATS.join(", ")
-                ),
-            ))
-        }
+        "kafka" => Box::new(KafkaSink::open(&ctx)?),
         other => {
             let help =
                 match crate::formats::did_you_mean(other, SUPPORTED_SINK_FORMATS.iter().copied()) {

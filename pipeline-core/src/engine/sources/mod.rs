@@ -1,5 +1,5 @@
 //! Streaming source implementations: files (json, csv, parquet, text), Delta
-//! tables, rate, socket and memory.
+//! tables, rate, socket, memory and kafka.
 //!
 //! [`open_source`] opens the source a plan's leaf declares;
 //! [`open_table_reader`] opens a read of one of the pipeline's own
@@ -24,6 +24,7 @@ use crate::plan::reader::{SourceFormat, SourceSpec};
 pub mod delta;
 pub mod file;
 mod json_fast;
+pub mod kafka;
 pub mod memory;
 mod parse;
 pub mod rate;
@@ -31,6 +32,7 @@ pub mod socket;
 
 pub use delta::DeltaSource;
 pub use file::{FileFormat, FileSource};
+pub use kafka::KafkaSource;
 pub use memory::{memory_stream, MemorySource, MemoryStream};
 pub use rate::RateSource;
 pub use socket::SocketSource;
@@ -100,13 +102,12 @@ pub fn open_source(
                 !spec.streaming,
             )?))
         }
-        SourceFormat::Kafka => Err(Error::runtime_with_help(
-            format!(
-                "flow `{}`: the {} source is not supported by this engine yet",
-                ctx.flow, spec.format
-            ),
-            "read json, csv, parquet or text files, or the rate, socket or memory sources",
-        )),
+        SourceFormat::Kafka => Ok(Box::new(KafkaSource::open(
+            schema,
+            options,
+            ctx,
+            spec.streaming,
+        )?)),
     }
 }
 
@@ -187,6 +188,11 @@ impl Options {
             map,
             flow: flow.to_string(),
         }
+    }
+
+    /// Every option, keys lower-cased.
+    pub fn entries(&self) -> &BTreeMap<String, String> {
+        &self.map
     }
 
     /// An option by key (case-insensitive).
