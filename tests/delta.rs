@@ -230,9 +230,11 @@ fn update_mode_into_a_delta_sink_is_refused_at_dry_run() {
     );
 }
 
-fn merge_pipeline() -> dp::Pipeline {
+/// An update flow named `flow` counting per level into a merge-keyed
+/// Delta sink. Injected failures are process-wide per flow name.
+fn merge_pipeline(flow: &'static str) -> dp::Pipeline {
     dp::Pipeline::new()
-        .update_flow("level_counts", "counts", |s| {
+        .update_flow(flow, "counts", |s| {
             s.read_stream()
                 .format("json")
                 .schema("id BIGINT, level STRING")
@@ -253,7 +255,7 @@ fn merge_keys_make_a_delta_sink_an_idempotent_upsert_target() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write_events(dir);
-    let p = merge_pipeline();
+    let p = merge_pipeline("merge_counts_replayed");
     run_pipeline(&p, dir);
     let table = dir.join("out/counts");
     assert_eq!(table_rows(&table), ["ERROR|2", "INFO|1"]);
@@ -264,11 +266,11 @@ fn merge_keys_make_a_delta_sink_an_idempotent_upsert_target() {
         "2.json",
         &[r#"{"id":4,"level":"WARN"}"#, r#"{"id":5,"level":"INFO"}"#],
     );
-    inject_failure("level_counts", "before_commit", 2);
+    inject_failure("merge_counts_replayed", "before_commit", 2);
     let err = try_run(&p, dir, RunOptions::new(dir, dir.join("storage"))).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "flow `level_counts`: injected failure at before_commit of batch 2"
+        "flow `merge_counts_replayed`: injected failure at before_commit of batch 2"
     );
     let version = dp::engine::delta::latest_version(&table).unwrap();
     let s = run_pipeline(&p, dir);
@@ -286,9 +288,11 @@ fn merge_keys_make_a_delta_sink_an_idempotent_upsert_target() {
     assert_eq!(merges, 3, "one MERGE per batch");
 }
 
-fn copy_pipeline() -> dp::Pipeline {
+/// A flow named `flow` copying the events into table `copied`. Injected
+/// failures are process-wide per flow name: each crash test names its own.
+fn copy_pipeline(flow: &'static str) -> dp::Pipeline {
     dp::Pipeline::new()
-        .append_flow("copy", "copied", |s| {
+        .append_flow(flow, "copied", |s| {
             s.read_stream()
                 .format("json")
                 .schema("id BIGINT, level STRING")
@@ -303,12 +307,14 @@ fn crash_between_delta_commit_and_checkpoint_commit_does_not_duplicate() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write_events(dir);
-    let p = copy_pipeline();
-    inject_failure("copy", "before_commit", 1);
+    let p = copy_pipeline("copy_dies_before_commit");
+    inject_failure("copy_dies_before_commit", "before_commit", 1);
     assert!(try_run(&p, dir, RunOptions::new(dir, dir.join("storage"))).is_err());
     let table = dir.join("storage/tables/copied");
     assert_eq!(table_rows(&table), ["1|ERROR", "2|INFO", "3|ERROR"]);
-    assert!(!dir.join("storage/checkpoints/copy/commits/1").exists());
+    assert!(!dir
+        .join("storage/checkpoints/copy_dies_before_commit/commits/1")
+        .exists());
     let s = run_pipeline(&p, dir);
     assert_eq!((s.flows[0].batches, s.flows[0].replayed), (1, 1));
     assert_eq!(table_rows(&table), ["1|ERROR", "2|INFO", "3|ERROR"]);
@@ -320,8 +326,8 @@ fn crash_before_the_delta_commit_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write_events(dir);
-    let p = copy_pipeline();
-    inject_failure("copy", "after_offsets", 1);
+    let p = copy_pipeline("copy_dies_after_offsets");
+    inject_failure("copy_dies_after_offsets", "after_offsets", 1);
     assert!(try_run(&p, dir, RunOptions::new(dir, dir.join("storage"))).is_err());
     let table = dir.join("storage/tables/copied");
     assert_eq!(table_rows(&table), ["1|ERROR", "2|INFO"]);
@@ -614,7 +620,7 @@ fn full_refresh_truncates_in_a_new_version_and_resets_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write_events(dir);
-    let p = copy_pipeline();
+    let p = copy_pipeline("copy");
     run_pipeline(&p, dir);
     let table = dir.join("storage/tables/copied");
     let before = dp::engine::delta::latest_version(&table).unwrap().unwrap();
