@@ -45,10 +45,21 @@ fn cluster() -> (MockCluster<'static, DefaultProducerContext>, String) {
 
 /// Seed 002's query: events → count per `CAST(key AS STRING)` → key/value.
 fn event_counts(brokers: &str, topic: &str, max_per_trigger: Option<u64>) -> dp::Pipeline {
+    event_counts_named("event_counts_flow", brokers, topic, max_per_trigger)
+}
+
+/// [`event_counts`] with the flow named `flow`: injected failures are
+/// process-wide per flow name, so a test that injects one names its own.
+fn event_counts_named(
+    flow: &str,
+    brokers: &str,
+    topic: &str,
+    max_per_trigger: Option<u64>,
+) -> dp::Pipeline {
     let b = brokers.to_string();
     let t = topic.to_string();
     dp::Pipeline::new()
-        .update_flow("event_counts_flow", "event_counts_sink", move |s| {
+        .update_flow(flow, "event_counts_sink", move |s| {
             let mut r = s
                 .read_stream()
                 .format("kafka")
@@ -405,16 +416,16 @@ fn a_failed_batch_is_replayed_over_the_same_offsets() {
     let input = events(40, 0);
     produce(&brokers, "events_r", &input);
     let tmp = tempfile::tempdir().unwrap();
-    let p = event_counts(&brokers, "events_r", Some(10));
-    dp::engine::runtime::inject_failure("event_counts_flow", "before_commit", 2);
+    let p = event_counts_named("event_counts_replayed", &brokers, "events_r", Some(10));
+    dp::engine::runtime::inject_failure("event_counts_replayed", "before_commit", 2);
     let err = try_run(&p, tmp.path()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "flow `event_counts_flow`: injected failure at before_commit of batch 2"
+        "flow `event_counts_replayed`: injected failure at before_commit of batch 2"
     );
     let logged = std::fs::read_to_string(
         tmp.path()
-            .join("storage/checkpoints/event_counts_flow/offsets/2"),
+            .join("storage/checkpoints/event_counts_replayed/offsets/2"),
     )
     .unwrap();
     // More data arrives before the restart: the replay still reads exactly batch 2's range.
@@ -423,7 +434,7 @@ fn a_failed_batch_is_replayed_over_the_same_offsets() {
     assert_eq!(s.flows[0].replayed, 1);
     let again = std::fs::read_to_string(
         tmp.path()
-            .join("storage/checkpoints/event_counts_flow/offsets/2"),
+            .join("storage/checkpoints/event_counts_replayed/offsets/2"),
     )
     .unwrap();
     assert_eq!(logged, again);
