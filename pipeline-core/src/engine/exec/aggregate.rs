@@ -29,7 +29,6 @@ use datafusion::logical_expr::{
     Aggregate, EmitTo, Expr, GroupsAccumulator, LogicalPlan, LogicalPlanBuilder,
 };
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::GroupsAccumulatorAdapter;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
@@ -384,11 +383,7 @@ impl AggregateOp {
                     .chain(agg.aggr_expr().iter().flat_map(|a| a.expressions()))
                     .chain(agg.filter_expr().iter().flatten().cloned());
                 for e in exprs {
-                    for c in collect_columns(&e) {
-                        if let Some(n) = needed.get_mut(c.index()) {
-                            *n = true;
-                        }
-                    }
+                    super::mark_expr_columns(&e, &mut needed);
                 }
                 super::plan_columns_used(input, &needed, &mut prepared);
             }

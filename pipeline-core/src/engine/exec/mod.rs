@@ -689,7 +689,6 @@ pub(crate) fn plan_columns_used(
     needed: &[bool],
     reads: &mut [Vec<bool>],
 ) {
-    use datafusion::physical_expr::utils::collect_columns;
     use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
     use datafusion::physical_plan::filter::FilterExec;
     use datafusion::physical_plan::projection::ProjectionExec;
@@ -706,11 +705,7 @@ pub(crate) fn plan_columns_used(
         let mut child_needed = vec![false; child_width(p.input())];
         for (e, n) in p.expr().iter().zip(needed) {
             if *n {
-                for c in collect_columns(&e.expr) {
-                    if let Some(u) = child_needed.get_mut(c.index()) {
-                        *u = true;
-                    }
-                }
+                mark_expr_columns(&e.expr, &mut child_needed);
             }
         }
         return plan_columns_used(p.input(), &child_needed, reads);
@@ -718,11 +713,7 @@ pub(crate) fn plan_columns_used(
     if let Some(f) = plan.downcast_ref::<FilterExec>() {
         if f.projection().is_none() {
             let mut child_needed = needed.to_vec();
-            for c in collect_columns(f.predicate()) {
-                if let Some(u) = child_needed.get_mut(c.index()) {
-                    *u = true;
-                }
-            }
+            mark_expr_columns(f.predicate(), &mut child_needed);
             return plan_columns_used(f.input(), &child_needed, reads);
         }
     }
@@ -737,6 +728,18 @@ pub(crate) fn plan_columns_used(
             &all
         };
         plan_columns_used(c, child_needed, reads);
+    }
+}
+
+/// Marks in `used` (one flag per input column) the columns `expr` reads.
+pub(crate) fn mark_expr_columns(
+    expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+    used: &mut [bool],
+) {
+    for c in datafusion::physical_expr::utils::collect_columns(expr) {
+        if let Some(u) = used.get_mut(c.index()) {
+            *u = true;
+        }
     }
 }
 
