@@ -92,6 +92,24 @@ pub fn accepted_modes(format: &str, has_merge_keys: bool) -> Option<&'static [Ou
     }
 }
 
+/// The sink formats a real-time flow can write: they take rows as they are
+/// produced and make them durable once per epoch. File and Delta sinks
+/// commit once per micro-batch, and a foreach_batch callback is called once
+/// per batch id, so they are refused for real-time flows at dry-run.
+pub const REAL_TIME_SINK_FORMATS: &[&str] = &["kafka", "memory", "console"];
+
+/// Why a sink (or table) of `format` cannot take a real-time flow's rows,
+/// or `None` when it can.
+pub fn real_time_sink_problem(format: &str) -> Option<&'static str> {
+    match normalize_format(format).as_str() {
+        "kafka" | "memory" | "console" => None,
+        "parquet" | "json" | "csv" => Some("a file sink commits its files once per micro-batch, so rows could not reach it as they arrive"),
+        "delta" => Some("a Delta table commits a version once per micro-batch, so rows could not reach it as they arrive"),
+        "foreach_batch" => Some("a foreach_batch callback is called once per micro-batch with its batch id, which a real-time epoch does not have"),
+        _ => Some("this format cannot take rows as they arrive"),
+    }
+}
+
 /// Lists modes as `append, complete`.
 pub fn describe_modes(modes: &[OutputMode]) -> String {
     modes

@@ -23,6 +23,7 @@ use crate::formats::{
     DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY, SINK_FORMATS, TABLE_FORMATS,
 };
 use crate::plan::{Catalog, DataFrame, ResolvedPlan};
+use crate::real_time_checks;
 use crate::registry::FlowKind;
 use crate::session::Session;
 use crate::spec::Trigger;
@@ -738,6 +739,20 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
         };
         for d in checks::check_query(&flows[name], plan, *mode) {
             diags.push(d);
+        }
+        let f = &flows[name];
+        if let (Some(Trigger::RealTime { .. }), Some(df), Some(target)) =
+            (triggers.get(name), plans.get(name), datasets.get(&f.target))
+        {
+            let late = decls
+                .flow_settings
+                .get(name)
+                .and_then(|s| s.options.get(LATE_ROWS_TO))
+                .or_else(|| f.conf.get(LATE_ROWS_TO))
+                .and_then(|late| datasets.get(late));
+            for d in real_time_checks::check_real_time(f, df, *mode, target, late) {
+                diags.push(d);
+            }
         }
     }
 

@@ -20,6 +20,7 @@ pub mod graph;
 pub mod init;
 pub mod pipeline;
 pub mod plan;
+pub mod real_time_checks;
 pub mod registry;
 pub mod render;
 pub mod session;

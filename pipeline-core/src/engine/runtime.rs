@@ -35,6 +35,8 @@ use crate::plan::ddl::type_to_ddl;
 use crate::plan::PlanNode;
 use crate::spec::Trigger;
 
+mod real_time;
+
 /// How `run` was asked to run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -684,6 +686,12 @@ impl StreamingQuery {
             return Ok(self.summary.clone());
         }
 
+        if let Trigger::RealTime {
+            checkpoint_interval,
+        } = trigger
+        {
+            return self.run_real_time(*checkpoint_interval, opts).await;
+        }
         if matches!(trigger, Trigger::AvailableNow) {
             for leaf in &mut self.leaves {
                 if let LeafInput::Streaming { source, .. } = leaf {
@@ -711,6 +719,7 @@ impl StreamingQuery {
                     }
                 }
                 Trigger::Default | Trigger::RealTime { .. } => {
+                    // (RealTime runs in `run_real_time`.)
                     if !ran {
                         sleep_unless_stopped(opts.idle_poll, &opts.stop).await;
                     }
@@ -754,8 +763,19 @@ impl StreamingQuery {
     }
 
     fn log_offsets(&mut self, n: u64, ends: &[Option<Offset>]) -> Result<()> {
+        self.write_offsets(n, ends, self.tracker.current_ms())
+    }
+
+    /// Writes `offsets/N`: the sources' ends and the watermark batch `n`
+    /// runs (or a replay of it would run) with.
+    fn write_offsets(
+        &mut self,
+        n: u64,
+        ends: &[Option<Offset>],
+        batch_watermark_ms: i64,
+    ) -> Result<()> {
         let entry = OffsetEntry {
-            batch_watermark_ms: self.tracker.current_ms(),
+            batch_watermark_ms,
             batch_timestamp_ms: chrono::Utc::now().timestamp_millis(),
             conf: self.flow.def.conf.clone(),
             sources: ends.to_vec(),
@@ -779,10 +799,10 @@ impl StreamingQuery {
         durations.wal_commit = ms(wal_done - started) - latest_offset_ms;
 
         // Read.
-        let mut inputs: Vec<Vec<RecordBatch>> = Vec::with_capacity(self.leaves.len());
+        let mut inputs: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.leaves.len()];
         let mut sources = Vec::new();
         let mut input_rows = 0u64;
-        let static_dir = self.checkpoint.dir().join("static");
+        let mut statics = Vec::new();
         for (i, leaf) in self.leaves.iter_mut().enumerate() {
             match leaf {
                 LeafInput::Streaming { slot, source } => {
@@ -802,18 +822,13 @@ impl StreamingQuery {
                         num_malformed_dropped: read.malformed_dropped,
                         num_data_lost: source.data_lost(),
                     });
-                    inputs.push(read.batches);
+                    inputs[i] = read.batches;
                 }
-                LeafInput::Static { open } => {
-                    let dir = static_dir.join(i.to_string());
-                    remove_dir(&dir)?;
-                    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-                    let mut source = open(&dir)?;
-                    let batches = read_all(source.as_mut())?;
-                    remove_dir(&dir)?;
-                    inputs.push(batches);
-                }
+                LeafInput::Static { .. } => statics.push(i),
             }
+        }
+        for i in statics {
+            inputs[i] = self.read_static(i)?;
         }
         let read_done = Instant::now();
         durations.get_batch = ms(read_done - wal_done);
@@ -927,6 +942,22 @@ impl StreamingQuery {
             self.summary.replayed += 1;
         }
         Ok(())
+    }
+}
+
+impl StreamingQuery {
+    /// Reads static leaf `i` whole (a batch input of a stream-static join).
+    fn read_static(&mut self, i: usize) -> Result<Vec<RecordBatch>> {
+        let LeafInput::Static { open } = &self.leaves[i] else {
+            return Ok(Vec::new());
+        };
+        let dir = self.checkpoint.dir().join("static").join(i.to_string());
+        remove_dir(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut source = open(&dir)?;
+        let batches = read_all(source.as_mut())?;
+        remove_dir(&dir)?;
+        Ok(batches)
     }
 }
 

@@ -61,4 +61,40 @@ pub trait Sink: Send {
         batches: Vec<RecordBatch>,
         mode: OutputMode,
     ) -> Result<SinkWrite>;
+
+    /// Real-time mode: true when the sink takes rows as they are produced
+    /// ([`add_rows`](Self::add_rows)) and makes them durable once per epoch
+    /// ([`commit_epoch`](Self::commit_epoch)). The formats that do are
+    /// [`REAL_TIME_SINK_FORMATS`](crate::formats::REAL_TIME_SINK_FORMATS).
+    fn supports_real_time(&self) -> bool {
+        false
+    }
+
+    /// Real-time mode starts: tune for latency (the Kafka sink sends each
+    /// message at once instead of lingering). Called before the first
+    /// [`add_rows`](Self::add_rows).
+    fn start_real_time(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Real-time mode: writes rows produced during epoch `epoch` at once;
+    /// called many times per epoch. Returns the rows written. An epoch run
+    /// again after a crash starts over: a sink that can, replaces what the
+    /// failed attempt wrote for it.
+    fn add_rows(&mut self, epoch: u64, batches: Vec<RecordBatch>, mode: OutputMode) -> Result<u64> {
+        let _ = (batches, mode);
+        Err(crate::error::Error::runtime(format!(
+            "{}: cannot take rows in real-time mode (epoch {epoch})",
+            self.describe()
+        )))
+    }
+
+    /// Real-time mode: epoch `epoch` ends. Every row given to
+    /// [`add_rows`](Self::add_rows) since the last epoch must be durable
+    /// (delivered) before this returns; an error fails the epoch, which is
+    /// then run again from the previous one.
+    fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
+        let _ = epoch;
+        Ok(())
+    }
 }

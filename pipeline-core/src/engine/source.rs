@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -101,5 +102,38 @@ pub trait Source: Send {
     /// False when a replay may not return the same rows (the socket source).
     fn replayable(&self) -> bool {
         true
+    }
+
+    /// Real-time mode: the rows that arrived after `start` and the offset
+    /// they end at, waiting up to `timeout` for the first; `Ok(None)` when
+    /// nothing arrived. Default: [`latest_offset`](Self::latest_offset) then
+    /// [`read`](Self::read), checking every
+    /// [`arrival_poll_interval`](Self::arrival_poll_interval).
+    fn read_arrived(
+        &mut self,
+        start: Option<&Offset>,
+        timeout: Duration,
+    ) -> Result<Option<(Offset, ReadBatch)>> {
+        let deadline = Instant::now() + timeout;
+        let poll = self.arrival_poll_interval();
+        loop {
+            if let Some(end) = self.latest_offset(start)? {
+                if Some(&end) != start {
+                    let read = self.read(start, &end)?;
+                    return Ok(Some((end, read)));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep((deadline - now).min(poll));
+        }
+    }
+
+    /// How often the default [`read_arrived`](Self::read_arrived) looks for
+    /// new data: 1 ms; sources whose check lists a directory look less often.
+    fn arrival_poll_interval(&self) -> Duration {
+        Duration::from_millis(1)
     }
 }

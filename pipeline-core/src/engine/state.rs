@@ -114,11 +114,24 @@ impl StateStore {
         let delta = self.delta_batch(upserts, removed)?;
         self.write(&self.path(version, "delta"), &delta)?;
         if version % SNAPSHOT_EVERY == SNAPSHOT_EVERY - 1 {
-            let full = concat_batches(&self.schema, full).map_err(|e| self.fail(e))?;
-            let snap = self.delta_batch(&full, &[])?;
-            self.write(&self.path(version, "snapshot"), &snap)?;
+            self.write_snapshot(version, full)?;
+        } else {
+            // A snapshot a failed real-time epoch left for this version
+            // would hide the delta.
+            let stale = self.path(version, "snapshot");
+            if stale.exists() {
+                fs::remove_file(&stale).map_err(|e| Error::io(&stale, e))?;
+            }
         }
         Ok(())
+    }
+
+    /// Records version `version` as a snapshot of the whole state (`full`,
+    /// in parts): a real-time epoch, whose changes came in many steps.
+    pub fn write_snapshot(&self, version: u64, full: &[RecordBatch]) -> Result<()> {
+        let full = concat_batches(&self.schema, full).map_err(|e| self.fail(e))?;
+        let snap = self.delta_batch(&full, &[])?;
+        self.write(&self.path(version, "snapshot"), &snap)
     }
 
     /// The state after batch `version`, or an empty state when no batch is
@@ -133,15 +146,22 @@ impl StateStore {
     /// Records version `version` from an operator's pending changes (none:
     /// an empty delta, so every version exists), and every 100 versions
     /// deletes the files older versions no longer need.
+    /// With `whole` (a real-time epoch) the whole state is written as a
+    /// snapshot instead.
     pub fn commit_changes(
         &self,
         version: u64,
         changes: Option<StateChanges>,
         full: &[RecordBatch],
+        whole: bool,
     ) -> Result<()> {
-        let (upserts, removed) =
-            changes.unwrap_or_else(|| (RecordBatch::new_empty(self.schema.clone()), Vec::new()));
-        self.commit(version, &upserts, &removed, full)?;
+        if whole {
+            self.write_snapshot(version, full)?;
+        } else {
+            let (upserts, removed) = changes
+                .unwrap_or_else(|| (RecordBatch::new_empty(self.schema.clone()), Vec::new()));
+            self.commit(version, &upserts, &removed, full)?;
+        }
         if version % 100 == 99 {
             self.purge(version.saturating_sub(100))?;
         }

@@ -425,11 +425,11 @@ impl AggregateOp {
     }
 
     /// Writes the state changes of batch `version`.
-    pub(crate) fn commit(&mut self, version: u64) -> Result<()> {
+    pub(crate) fn commit(&mut self, version: u64, whole: bool) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        store.commit_changes(version, self.pending.take(), &self.state)
+        store.commit_changes(version, self.pending.take(), &self.state, whole)
     }
 
     /// The progress of the last batch.

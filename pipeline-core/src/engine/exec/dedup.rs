@@ -164,7 +164,7 @@ impl DedupOp {
     }
 
     /// Writes the state changes of batch `version`.
-    pub(crate) fn commit(&mut self, version: u64) -> Result<()> {
+    pub(crate) fn commit(&mut self, version: u64, whole: bool) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
         };
@@ -172,6 +172,7 @@ impl DedupOp {
             version,
             self.pending.take(),
             std::slice::from_ref(&self.state),
+            whole,
         )
     }
 

@@ -70,6 +70,9 @@ struct Side {
     rows: RecordBatch,
     store: Option<StateStore>,
     pending: Option<StateChanges>,
+    /// The batch whose rows were numbered last, and the next number in it
+    /// (a real-time epoch numbers rows across its steps).
+    numbered: Option<(u64, u64)>,
 }
 
 impl Side {
@@ -96,6 +99,7 @@ impl Side {
             bound: None,
             store: None,
             pending: None,
+            numbered: None,
         }
     }
 
@@ -299,19 +303,21 @@ impl JoinOp {
         for side in [&mut self.left, &mut self.right] {
             let store = StateStore::open(&dir.join(side.name), side.state_schema.clone(), 1)?;
             side.rows = store.load_or_empty(version)?;
+            side.numbered = None;
             side.store = Some(store);
         }
         Ok(())
     }
 
     /// Writes both sides' state changes of batch `version`.
-    pub(crate) fn commit(&mut self, version: u64) -> Result<()> {
+    pub(crate) fn commit(&mut self, version: u64, whole: bool) -> Result<()> {
         for side in [&mut self.left, &mut self.right] {
             let Some(store) = &side.store else { continue };
             store.commit_changes(
                 version,
                 side.pending.take(),
                 std::slice::from_ref(&side.rows),
+                whole,
             )?;
         }
         Ok(())
@@ -352,20 +358,10 @@ impl JoinOp {
         let r_new = new_rows(&self.right, right_in, ctx, &mut dropped)?;
         let l_old = self.left.rows.num_rows();
         let r_old = self.right.rows.num_rows();
-        let l_all = concat_batches(
-            &self.left.state_schema,
-            [
-                &self.left.rows,
-                &to_state(&self.left, &l_new, ctx.batch_id, 0)?,
-            ],
-        )?;
-        let r_all = concat_batches(
-            &self.right.state_schema,
-            [
-                &self.right.rows,
-                &to_state(&self.right, &r_new, ctx.batch_id, 1)?,
-            ],
-        )?;
+        let l_state = to_state(&mut self.left, &l_new, ctx.batch_id, 0)?;
+        let r_state = to_state(&mut self.right, &r_new, ctx.batch_id, 1)?;
+        let l_all = concat_batches(&self.left.state_schema, [&self.left.rows, &l_state])?;
+        let r_all = concat_batches(&self.right.state_schema, [&self.right.rows, &r_state])?;
 
         // New left rows with the right state, then new right rows with all left rows.
         let mut pairs = Vec::new();
@@ -585,17 +581,23 @@ fn new_rows(
 }
 
 /// Rows in the state schema: a sequence number (batch id and side in the
-/// high bits), the data, and `matched = false`.
+/// high bits, then the row's number within the batch, which continues over
+/// the steps of a real-time epoch), the data, and `matched = false`.
 fn to_state(
-    side: &Side,
+    side: &mut Side,
     rows: &RecordBatch,
     batch_id: u64,
     side_bit: u64,
 ) -> std::result::Result<RecordBatch, OpFailure> {
     let n = rows.num_rows();
+    let first = match side.numbered {
+        Some((b, next)) if b == batch_id => next,
+        _ => 0,
+    };
+    side.numbered = Some((batch_id, first + n as u64));
     let base = (batch_id << 33) | (side_bit << 32);
     let seq: ArrayRef = Arc::new(UInt64Array::from_iter_values(
-        (0..n as u64).map(|i| base | i),
+        (0..n as u64).map(|i| base | (first + i)),
     ));
     let mut cols = vec![seq];
     cols.extend(rows.columns().iter().cloned());

@@ -433,15 +433,25 @@ impl CompiledPlan {
 
     /// Writes every stateful operator's changes of batch `version`.
     pub fn commit_state(&mut self, version: u64) -> Result<()> {
+        self.commit_state_as(version, false)
+    }
+
+    /// Writes every stateful operator's whole state as version `version`:
+    /// the end of a real-time epoch, whose changes came in many steps.
+    pub fn commit_state_snapshot(&mut self, version: u64) -> Result<()> {
+        self.commit_state_as(version, true)
+    }
+
+    fn commit_state_as(&mut self, version: u64, whole: bool) -> Result<()> {
         let mut result = Ok(());
         visit_ops_mut(&mut self.root, &mut |n| {
             if result.is_err() {
                 return;
             }
             result = match &mut n.op {
-                Op::Aggregate(a) => a.commit(version),
-                Op::Dedup(o) => o.commit(version),
-                Op::Join(j) => j.commit(version),
+                Op::Aggregate(a) => a.commit(version, whole),
+                Op::Dedup(o) => o.commit(version, whole),
+                Op::Join(j) => j.commit(version, whole),
                 Op::Watermark { .. } => Ok(()),
             };
         });

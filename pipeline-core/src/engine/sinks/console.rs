@@ -89,12 +89,41 @@ impl Sink for ConsoleSink {
         batches: Vec<RecordBatch>,
         _mode: OutputMode,
     ) -> Result<SinkWrite> {
+        let rows = self.print(&format!("Batch: {batch_id}"), &batches)?;
+        Ok(SinkWrite {
+            rows,
+            ..SinkWrite::default()
+        })
+    }
+
+    fn supports_real_time(&self) -> bool {
+        true
+    }
+
+    /// Prints the rows a real-time step produced, headed `Epoch: N`.
+    fn add_rows(
+        &mut self,
+        epoch: u64,
+        batches: Vec<RecordBatch>,
+        _mode: OutputMode,
+    ) -> Result<u64> {
+        if batches.iter().all(|b| b.num_rows() == 0) {
+            return Ok(0);
+        }
+        self.print(&format!("Epoch: {epoch}"), &batches)
+    }
+}
+
+impl ConsoleSink {
+    /// Prints a header line, then the rows as a table; returns the rows.
+    fn print(&mut self, title: &str, batches: &[RecordBatch]) -> Result<u64> {
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         let mut text = String::new();
         text.push_str("-------------------------------------------\n");
-        text.push_str(&format!("Batch: {batch_id}\n"));
+        text.push_str(title);
+        text.push('\n');
         text.push_str("-------------------------------------------\n");
-        text.push_str(&show_string(&batches, self.num_rows, self.truncate)?);
+        text.push_str(&show_string(batches, self.num_rows, self.truncate)?);
         text.push('\n');
         let name = self.name.clone();
         let io_err = |e: std::io::Error| {
@@ -104,10 +133,7 @@ impl Sink for ConsoleSink {
         };
         self.out.write_all(text.as_bytes()).map_err(io_err)?;
         self.out.flush().map_err(io_err)?;
-        Ok(SinkWrite {
-            rows: rows as u64,
-            ..SinkWrite::default()
-        })
+        Ok(rows as u64)
     }
 }
 

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use arrow::array::{Array, AsArray, BinaryArray, Int32Array, ListArray, StringArray, StructArray};
 use arrow::datatypes::{DataType, Schema};
 use arrow::record_batch::RecordBatch;
+use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -182,6 +183,14 @@ pub struct KafkaSink {
     producer: BaseProducer<DeliveryCounter>,
     deliveries: Arc<Mutex<Deliveries>>,
     flush_timeout: Duration,
+    /// The producer's configuration (real-time mode re-creates the
+    /// producer without linger).
+    config: ClientConfig,
+    /// Real-time mode: messages sent in the current epoch.
+    epoch_sent: u64,
+    /// The sink's options set `kafka.linger.ms` (or its alias): real-time
+    /// mode keeps it.
+    user_linger: bool,
 }
 
 impl KafkaSink {
@@ -227,6 +236,7 @@ impl KafkaSink {
         let producer = config
             .create_with_context(DeliveryCounter(deliveries.clone()))
             .map_err(|e| creation_error(&what, e))?;
+        let config_kept = config.clone();
         Ok(KafkaSink {
             name: ctx.name.clone(),
             flow: ctx.flow.clone(),
@@ -236,6 +246,12 @@ impl KafkaSink {
             // Every message is either delivered or failed by the delivery
             // timeout; a little more for the last reports to arrive.
             flush_timeout: Duration::from_millis(delivery_ms) + Duration::from_secs(5),
+            config: config_kept,
+            epoch_sent: 0,
+            user_linger: ctx.options.keys().any(|k| {
+                let k = k.to_ascii_lowercase();
+                k == "kafka.linger.ms" || k == "kafka.queue.buffering.max.ms"
+            }),
         })
     }
 
@@ -404,14 +420,69 @@ impl Sink for KafkaSink {
             bytes += b.get_array_memory_size() as u64;
             self.producer.poll(Duration::ZERO);
         }
+        self.settle(&format!("batch {batch_id}"), sent)?;
+        Ok(SinkWrite {
+            rows: sent,
+            files: 0,
+            bytes,
+            skipped_replay: false,
+        })
+    }
+
+    fn supports_real_time(&self) -> bool {
+        true
+    }
+
+    /// Re-creates the producer without linger (`linger.ms` 0), unless the
+    /// sink's options set it: each message leaves as soon as it is sent.
+    fn start_real_time(&mut self) -> Result<()> {
+        if self.user_linger {
+            return Ok(());
+        }
+        let mut config = self.config.clone();
+        config.set("linger.ms", "0");
+        self.settle("before real-time mode", self.epoch_sent)?;
+        self.producer = config
+            .create_with_context(DeliveryCounter(self.deliveries.clone()))
+            .map_err(|e| creation_error(&self.what(), e))?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Sends the rows at once; deliveries are checked when the epoch commits.
+    fn add_rows(
+        &mut self,
+        epoch: u64,
+        batches: Vec<RecordBatch>,
+        _mode: OutputMode,
+    ) -> Result<u64> {
+        let mut sent = 0;
+        for b in &batches {
+            sent += self.write_rows(b, epoch)?;
+        }
+        self.producer.poll(Duration::ZERO);
+        self.epoch_sent += sent;
+        Ok(sent)
+    }
+
+    fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
+        let sent = std::mem::take(&mut self.epoch_sent);
+        self.settle(&format!("epoch {epoch}"), sent)
+    }
+}
+
+impl KafkaSink {
+    /// Waits until every message sent since the last call is acknowledged;
+    /// fails when one was not (`what` names the batch or epoch).
+    fn settle(&mut self, what: &str, sent: u64) -> Result<()> {
         let flushed = self.producer.flush(self.flush_timeout);
         let d = std::mem::take(&mut *self.deliveries.lock().unwrap_or_else(|p| p.into_inner()));
         if let Err(e) = flushed {
             return Err(Error::runtime_with_help(
                 format!(
-                    "{}: batch {batch_id}: {} of {sent} messages were not acknowledged within {} s: {e}",
+                    "{}: {what}: {} of {sent} messages were not acknowledged within {} s: {e}",
                     self.what(),
-                    sent - d.ok,
+                    sent.saturating_sub(d.ok),
                     self.flush_timeout.as_secs()
                 ),
                 "check that the brokers are reachable; the batch is not committed and is replayed on the next run (messages already delivered are written again)",
@@ -420,20 +491,15 @@ impl Sink for KafkaSink {
         if d.failed > 0 || d.ok != sent {
             return Err(Error::runtime_with_help(
                 format!(
-                    "{}: batch {batch_id}: {} of {sent} messages were not delivered: {}",
+                    "{}: {what}: {} of {sent} messages were not delivered: {}",
                     self.what(),
-                    sent - d.ok,
+                    sent.saturating_sub(d.ok),
                     d.first_error.unwrap_or_else(|| "no delivery report".to_string())
                 ),
                 "check the topic and the brokers; the batch is not committed and is replayed on the next run (messages already delivered are written again)",
             ));
         }
-        Ok(SinkWrite {
-            rows: sent,
-            files: 0,
-            bytes,
-            skipped_replay: false,
-        })
+        Ok(())
     }
 }
 

@@ -9,13 +9,16 @@
 //! - `complete`: the batch's rows replace the whole table.
 //!
 //! Writing a batch id again (a replay after a failure) replaces the rows that
-//! batch wrote before, so replays are idempotent. Entries are kept per
+//! batch wrote before, so replays are idempotent. A real-time flow writes
+//! an entry per step, each with its epoch's id; an epoch run again after a
+//! crash first removes what the failed attempt wrote. Entries are kept per
 //! writing query, so several flows may write one memory table. Opening a
 //! sink keeps an existing table of that name (so a restarted query adds to
 //! it); call [`drop_memory_table`] for a fresh one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -30,6 +33,7 @@ struct Entry {
     query_id: String,
     batch_id: u64,
     rows: Vec<RecordBatch>,
+    written_at: Instant,
 }
 
 #[derive(Debug)]
@@ -82,12 +86,38 @@ impl MemoryTable {
     }
 
     /// The rows of each batch as `(batch id, rows)`, in the order written.
+    /// A real-time flow writes many entries per epoch, each with the epoch's id.
     pub fn batches_by_id(&self) -> Vec<(u64, Vec<RecordBatch>)> {
         self.lock()
             .entries
             .iter()
             .map(|e| (e.batch_id, e.rows.clone()))
             .collect()
+    }
+
+    /// Every write as `(batch id, when it was written, rows)`, in the order
+    /// written: the latency benchmark measures delivery with it.
+    pub fn writes(&self) -> Vec<(u64, Instant, Vec<RecordBatch>)> {
+        self.lock()
+            .entries
+            .iter()
+            .map(|e| (e.batch_id, e.written_at, e.rows.clone()))
+            .collect()
+    }
+
+    /// Blocks until the table has at least `rows` rows or `timeout` passes;
+    /// returns whether it has them.
+    pub fn wait_for_rows(&self, rows: usize, timeout: std::time::Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.num_rows() >= rows {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 }
 
@@ -115,6 +145,8 @@ pub struct MemorySink {
     sink_name: String,
     query_id: String,
     table: MemoryTable,
+    /// Real-time mode: the epoch this sink has started writing.
+    epoch: Option<u64>,
 }
 
 impl MemorySink {
@@ -138,6 +170,7 @@ impl MemorySink {
             sink_name: ctx.name.clone(),
             query_id: ctx.query_id.clone(),
             table,
+            epoch: None,
         })
     }
 
@@ -162,8 +195,56 @@ impl Sink for MemorySink {
         mode: OutputMode,
     ) -> Result<SinkWrite> {
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let batches: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
         let mut inner = self.table.lock();
+        // A replayed batch replaces what it wrote before (a real-time epoch
+        // may have written several entries with its id).
+        let at = inner
+            .entries
+            .iter()
+            .position(|e| e.query_id == self.query_id && e.batch_id == batch_id);
+        inner
+            .entries
+            .retain(|e| !(e.query_id == self.query_id && e.batch_id == batch_id));
+        self.push(&mut inner, batch_id, batches, mode, at);
+        Ok(SinkWrite {
+            rows: rows as u64,
+            ..SinkWrite::default()
+        })
+    }
+
+    fn supports_real_time(&self) -> bool {
+        true
+    }
+
+    fn add_rows(&mut self, epoch: u64, batches: Vec<RecordBatch>, mode: OutputMode) -> Result<u64> {
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let mut inner = self.table.lock();
+        if self.epoch != Some(epoch) {
+            // An epoch run again after a crash starts over.
+            self.epoch = Some(epoch);
+            inner
+                .entries
+                .retain(|e| !(e.query_id == self.query_id && e.batch_id == epoch));
+        }
+        if rows > 0 || mode == OutputMode::Complete {
+            self.push(&mut inner, epoch, batches, mode, None);
+        }
+        Ok(rows as u64)
+    }
+}
+
+impl MemorySink {
+    /// Adds one entry (at index `at`, else at the end); complete mode
+    /// replaces the whole table.
+    fn push(
+        &self,
+        inner: &mut Inner,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        mode: OutputMode,
+        at: Option<usize>,
+    ) {
+        let batches: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
         if let Some(b) = batches.first() {
             inner.schema = b.schema();
         }
@@ -171,26 +252,17 @@ impl Sink for MemorySink {
             query_id: self.query_id.clone(),
             batch_id,
             rows: batches,
+            written_at: Instant::now(),
         };
         match mode {
             OutputMode::Complete => {
                 inner.entries.clear();
                 inner.entries.push(entry);
             }
-            OutputMode::Append | OutputMode::Update => {
-                let existing = inner
-                    .entries
-                    .iter_mut()
-                    .find(|e| e.query_id == self.query_id && e.batch_id == batch_id);
-                match existing {
-                    Some(e) => *e = entry,
-                    None => inner.entries.push(entry),
-                }
-            }
+            OutputMode::Append | OutputMode::Update => match at {
+                Some(i) if i <= inner.entries.len() => inner.entries.insert(i, entry),
+                _ => inner.entries.push(entry),
+            },
         }
-        Ok(SinkWrite {
-            rows: rows as u64,
-            ..SinkWrite::default()
-        })
     }
 }

@@ -346,6 +346,11 @@ impl DeltaSource {
 }
 
 impl Source for DeltaSource {
+    /// A check reads the table's log: real-time mode looks every 20 ms.
+    fn arrival_poll_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(20)
+    }
+
     fn describe(&self) -> String {
         format!("delta source `{}`", self.dir.display())
     }

@@ -695,6 +695,11 @@ impl Source for FileSource {
         }
     }
 
+    /// A check lists the directory: real-time mode looks every 20 ms.
+    fn arrival_poll_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(20)
+    }
+
     fn prepare_available_now(&mut self) -> Result<()> {
         let files = self.list()?;
         self.available_now = Some(files.into());

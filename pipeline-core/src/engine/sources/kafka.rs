@@ -108,7 +108,21 @@ pub struct KafkaSource {
     data_lost: u64,
     /// Messages between the last planned end and the cap (available-now).
     backlog: Option<u64>,
+    /// Real-time mode: the consumer stays assigned between reads.
+    live: Option<LiveAssignment>,
 }
+
+/// Real-time mode: where the assigned consumer stands.
+struct LiveAssignment {
+    /// The next offset of every assigned partition (the last end returned).
+    positions: PartitionOffsets,
+    /// When the partitions were last listed (new ones are picked up every
+    /// [`RELIST_EVERY`]).
+    listed: Instant,
+}
+
+/// Real-time mode lists the subscription's partitions again this often.
+const RELIST_EVERY: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for KafkaSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -201,6 +215,7 @@ impl KafkaSource {
             cap: None,
             data_lost: 0,
             backlog: None,
+            live: None,
         })
     }
 
@@ -275,6 +290,7 @@ impl KafkaSource {
         &mut self,
         partitions: &BTreeSet<TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, (i64, i64)>> {
+        self.live = None;
         let mut out = BTreeMap::new();
         for tp in partitions {
             out.insert(tp.clone(), self.watermarks(tp)?);
@@ -752,6 +768,7 @@ impl Source for KafkaSource {
     }
 
     fn read(&mut self, start: Option<&Offset>, end: &Offset) -> Result<ReadBatch> {
+        self.live = None;
         let from = self.start_offsets(start)?;
         let until = offsets_from_json(end).map_err(|m| {
             Error::runtime(format!(
@@ -898,6 +915,16 @@ impl Source for KafkaSource {
         self.backlog.map(|n| format!("{n} messages"))
     }
 
+    /// Keeps the consumer assigned between reads: a message is returned as
+    /// soon as the consumer has fetched it.
+    fn read_arrived(
+        &mut self,
+        start: Option<&Offset>,
+        timeout: Duration,
+    ) -> Result<Option<(Offset, ReadBatch)>> {
+        self.read_live(start, timeout)
+    }
+
     fn data_lost(&mut self) -> u64 {
         std::mem::take(&mut self.data_lost)
     }
@@ -953,6 +980,134 @@ impl KafkaSource {
             }
             let (next, _) = ranges[&tp];
             tpl.add_partition_offset(&tp.0, tp.1, KafkaOffset::Offset(next))
+                .map_err(|e| self.broker_error("could not assign partitions", &e))?;
+        }
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| self.broker_error("could not assign partitions", &e))
+    }
+}
+
+impl KafkaSource {
+    /// Real-time reads: (re)assigns the consumer when it does not stand at
+    /// `start` or the partitions are due to be listed again, then returns
+    /// what arrives within `timeout` (everything already fetched, without
+    /// waiting, once one message is there).
+    fn read_live(
+        &mut self,
+        start: Option<&Offset>,
+        timeout: Duration,
+    ) -> Result<Option<(Offset, ReadBatch)>> {
+        let from = self.start_offsets(start)?;
+        let stands = self.live.as_ref().is_some_and(|l| {
+            l.listed.elapsed() < RELIST_EVERY
+                && from.iter().all(|(tp, o)| l.positions.get(tp) == Some(o))
+        });
+        if !stands {
+            let partitions = self.partitions()?;
+            let mut positions = PartitionOffsets::new();
+            for tp in &partitions {
+                // A partition the offsets do not know was added later: from its start.
+                positions.insert(tp.clone(), from.get(tp).copied().unwrap_or(0));
+            }
+            self.assign_at(&positions)?;
+            self.live = Some(LiveAssignment {
+                positions,
+                listed: Instant::now(),
+            });
+        }
+        let deadline = Instant::now() + timeout;
+        let mut out = RowBuilder::new(self.schema.clone());
+        let mut bytes = 0u64;
+        loop {
+            let wait = if out.len() > 0 {
+                Duration::ZERO
+            } else {
+                deadline.saturating_duration_since(Instant::now())
+            };
+            let polled = self.consumer.poll(wait);
+            let Some(live) = self.live.as_mut() else {
+                break;
+            };
+            match polled {
+                None => break,
+                Some(Ok(msg)) => {
+                    let tp = (msg.topic().to_string(), msg.partition());
+                    let Some(pos) = live.positions.get_mut(&tp) else {
+                        continue;
+                    };
+                    if msg.offset() < *pos {
+                        continue; // fetched before a re-assignment
+                    }
+                    *pos = msg.offset() + 1;
+                    bytes += out.push(&msg);
+                    if out.len() >= ROWS_PER_BATCH {
+                        break;
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    if out.len() > 0 || Instant::now() >= deadline {
+                        break;
+                    }
+                }
+                Some(Err(KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+                ))) => {
+                    // Deleted before it was read: count (or fail) and go on
+                    // from the earliest offset left.
+                    let mut positions = live.positions.clone();
+                    for (tp, pos) in positions.iter_mut() {
+                        let (low, _) = self.watermarks(tp)?;
+                        if low > *pos {
+                            self.data_loss(
+                                format!(
+                                    "messages {pos}..{low} of partition {}-{} were deleted before they were read",
+                                    tp.0, tp.1
+                                ),
+                                (low - *pos) as u64,
+                            )?;
+                            *pos = low;
+                        }
+                    }
+                    self.assign_at(&positions)?;
+                    if let Some(live) = self.live.as_mut() {
+                        live.positions = positions;
+                    }
+                }
+                Some(Err(e)) if is_transient(&e) => {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    self.live = None;
+                    let _ = self.consumer.unassign();
+                    return Err(self.broker_error("could not read messages", &e));
+                }
+            }
+        }
+        let Some(live) = self.live.as_ref() else {
+            return Ok(None);
+        };
+        if out.len() == 0 {
+            return Ok(None);
+        }
+        let end = offsets_to_json(&live.positions);
+        Ok(Some((
+            end,
+            ReadBatch {
+                batches: vec![out.finish()?],
+                bytes,
+                malformed_dropped: 0,
+            },
+        )))
+    }
+
+    /// Assigns the consumer to `positions` (each partition at its offset).
+    fn assign_at(&mut self, positions: &PartitionOffsets) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for (tp, o) in positions {
+            tpl.add_partition_offset(&tp.0, tp.1, KafkaOffset::Offset(*o))
                 .map_err(|e| self.broker_error("could not assign partitions", &e))?;
         }
         self.consumer

@@ -49,6 +49,8 @@ struct Inner {
     name: String,
     schema: SchemaRef,
     state: Mutex<State>,
+    /// Signalled on every push (real-time readers wait on it).
+    pushed: std::sync::Condvar,
 }
 
 /// A named in-memory stream (a cheap handle; clones share the stream).
@@ -80,6 +82,7 @@ impl MemoryStream {
                 name: name.clone(),
                 schema,
                 state: Mutex::new(State::default()),
+                pushed: std::sync::Condvar::new(),
             }),
         };
         registry()
@@ -113,7 +116,10 @@ impl MemoryStream {
             .collect::<Result<Vec<_>>>()?;
         let mut st = self.lock();
         st.batches.push(batches);
-        Ok(st.base + st.batches.len() as u64)
+        let n = st.base + st.batches.len() as u64;
+        drop(st);
+        self.inner.pushed.notify_all();
+        Ok(n)
     }
 
     /// Number of pushes so far (the latest offset index).
@@ -282,6 +288,32 @@ impl Source for MemorySource {
             bytes,
             malformed_dropped: 0,
         })
+    }
+
+    /// Waits on the stream's push signal: a push is read at once.
+    fn read_arrived(
+        &mut self,
+        start: Option<&Offset>,
+        timeout: std::time::Duration,
+    ) -> Result<Option<(Offset, ReadBatch)>> {
+        let from = start
+            .map(|o| self.parse_offset(o))
+            .transpose()?
+            .unwrap_or(0);
+        {
+            let st = self.stream.lock();
+            let (_st, _) = self
+                .stream
+                .inner
+                .pushed
+                .wait_timeout_while(st, timeout, |st| st.base + st.batches.len() as u64 <= from)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let Some(end) = self.latest_offset(start)? else {
+            return Ok(None);
+        };
+        let read = self.read(start, &end)?;
+        Ok(Some((end, read)))
     }
 
     fn commit(&mut self, end: &Offset) -> Result<()> {
