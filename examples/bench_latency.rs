@@ -29,7 +29,6 @@
 //! over the measured seconds.
 
 #[path = "../tests/kafka_support/mod.rs"]
-#[allow(dead_code)]
 mod kafka_support;
 
 use std::collections::HashMap;
@@ -50,6 +49,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+/// Creates the input and output topics of a run.
+type CreateTopics<'a> = Box<dyn Fn(&str, &str) + 'a>;
 
 const WARM_UP: Duration = Duration::from_secs(1);
 const KEYS: u64 = 100;
@@ -415,7 +417,7 @@ fn main() {
     // The broker: --brokers, else a tansu process, else the mock cluster.
     let mock;
     let tansu;
-    let (brokers, label, create): (String, &str, Box<dyn Fn(&str, &str)>) =
+    let (brokers, label, create): (String, &str, CreateTopics<'_>) =
         if let Some(b) = arg(&args, "--brokers") {
             (b, "kafka → count → kafka", Box::new(|_: &str, _: &str| {}))
         } else if let Some(bin) = kafka_support::tansu_binary() {
