@@ -29,17 +29,85 @@ const EVENTS: usize = 600;
 const TYPES: [&str; 5] = ["click", "view", "buy", "click", "scroll"];
 
 fn input() -> Vec<Out> {
-    (0..EVENTS)
+    more_input(0, EVENTS)
+}
+
+/// Events `from..to` of the same cycle of event types.
+fn more_input(from: usize, to: usize) -> Vec<Out> {
+    (from..to)
         .map(|i| Out::kv(TYPES[i % TYPES.len()], &format!("{{\"n\":{i}}}")))
         .collect()
 }
 
 fn expected() -> BTreeMap<String, String> {
+    expected_for(EVENTS)
+}
+
+/// The count per event type of the first `n` events.
+fn expected_for(n: usize) -> BTreeMap<String, String> {
     let mut c: BTreeMap<String, u64> = BTreeMap::new();
-    for m in input() {
+    for m in more_input(0, n) {
         *c.entry(m.key.unwrap()).or_default() += 1;
     }
     c.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+}
+
+/// Starts the example with `run --continuous` (the spec gives its flow the
+/// real-time trigger).
+fn spawn_real_time(
+    brokers: &str,
+    storage: &Path,
+    out_topic: &str,
+    fault: Option<&str>,
+) -> std::process::Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.env("PIPELINE_CHILD", "1")
+        .env("KAFKA_BROKERS", brokers)
+        .env("EVENTS_TOPIC", "events")
+        .env("EVENT_COUNTS_TOPIC", out_topic)
+        .env("EVENT_COUNTS_STORAGE", storage)
+        .args(["run", "--continuous"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    match fault {
+        Some(f) => cmd.env("PIPELINES_FAULT", f),
+        None => cmd.env_remove("PIPELINES_FAULT"),
+    };
+    cmd.spawn().unwrap()
+}
+
+/// Waits until the latest count per key in `topic` is `want` (60 s at most).
+fn wait_for_counts(brokers: &str, topic: &str, want: &BTreeMap<String, String>) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if &latest_per_key(&consume_all(brokers, topic)) == want {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+/// Ctrl-C: the run stops after committing its epoch.
+fn interrupt(child: std::process::Child) -> Output {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    child.wait_with_output().unwrap()
+}
+
+fn commits(storage: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(storage.join("checkpoints/event_counts_flow/commits"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+    names.sort();
+    names
 }
 
 fn run_child(brokers: &str, storage: &Path, out_topic: &str, fault: Option<&str>) -> Output {
@@ -149,6 +217,65 @@ fn main() -> std::process::ExitCode {
             },
         ));
     }
+    // Real time (`run --continuous`; the example's spec sets the trigger):
+    // epoch 0 committed on Ctrl-C, then a SIGKILL in the middle of epoch 1
+    // after its first step's counts were sent, then a restart.
+    broker.create_topic("counts-rt", 1);
+    let storage = tmp.path().join("real-time");
+    let first = spawn_real_time(&brokers, &storage, "counts-rt", None);
+    let reached = wait_for_counts(&brokers, "counts-rt", &expected());
+    let stopped = interrupt(first);
+    results.push(check(
+        "real time: counts arrive without a batch boundary; Ctrl-C commits the epoch",
+        reached && stopped.status.success() && commits(&storage) == ["0"],
+        || {
+            format!(
+                "reached: {reached}
+{}
+commits: {:?}",
+                show(&stopped),
+                commits(&storage)
+            )
+        },
+    ));
+    produce(&brokers, "events", &more_input(EVENTS, EVENTS + 300));
+    let crashed = spawn_real_time(
+        &brokers,
+        &storage,
+        "counts-rt",
+        Some("real_time_delivered:0"),
+    )
+    .wait_with_output()
+    .unwrap();
+    let after_crash = commits(&storage);
+    let restarted = spawn_real_time(&brokers, &storage, "counts-rt", None);
+    let want = expected_for(EVENTS + 300);
+    let reached = wait_for_counts(&brokers, "counts-rt", &want);
+    let stopped = interrupt(restarted);
+    let out = latest_per_key(&consume_all(&brokers, "counts-rt"));
+    results.push(check(
+        "real time: killed mid-epoch after sending counts, restarted: every message counted once, the epoch committed",
+        !crashed.status.success()
+            && after_crash == ["0"]
+            && reached
+            && stopped.status.success()
+            && out == want
+            && commits(&storage) == ["0", "1"],
+        || {
+            format!(
+                "crashed: {}
+commits after the crash: {after_crash:?}
+restarted: {}
+out: {out:?}
+want: {want:?}
+commits: {:?}",
+                show(&crashed),
+                show(&stopped),
+                commits(&storage)
+            )
+        },
+    ));
+
     let passed = results.iter().filter(|ok| **ok).count();
     let failed = results.len() - passed;
     println!(

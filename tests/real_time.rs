@@ -602,8 +602,18 @@ fn kafka_counts_flow_in_real_time() {
     ]));
     let s = running.stop().unwrap();
     assert_eq!((s.flows[0].batches, s.flows[0].input_rows), (1, 5));
+    // A restart goes on from the committed epoch's offsets.
+    produce(&brokers, "rt-events", &[Out::kv("view", "6")]);
+    let running = Running::start(&p, tmp.path(), "rt_kafka");
+    wait_for(&BTreeMap::from([
+        ("buy".to_string(), "1".to_string()),
+        ("click".to_string(), "3".to_string()),
+        ("view".to_string(), "2".to_string()),
+    ]));
+    let s = running.stop().unwrap();
+    assert_eq!((s.flows[0].batches, s.flows[0].input_rows), (1, 1));
     let offsets =
-        std::fs::read_to_string(tmp.path().join("storage/checkpoints/rt_kafka/offsets/0")).unwrap();
+        std::fs::read_to_string(tmp.path().join("storage/checkpoints/rt_kafka/offsets/1")).unwrap();
     let last = offsets.lines().last().unwrap();
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
     let total: i64 = v["rt-events"]
@@ -612,5 +622,78 @@ fn kafka_counts_flow_in_real_time() {
         .values()
         .map(|o| o.as_i64().unwrap())
         .sum();
-    assert_eq!(total, 5, "{offsets}");
+    assert_eq!(total, 6, "{offsets}");
+}
+
+/// The same against a tansu broker process (when one is installed): a
+/// restart goes on from the committed epoch's offsets.
+#[test]
+fn kafka_real_time_resumes_from_the_committed_epoch_on_a_broker_process() {
+    let Some(binary) = kafka_support::tansu_binary() else {
+        eprintln!("skipped: no tansu binary (scripts/test installs it)");
+        return;
+    };
+    let broker = kafka_support::Tansu::start(binary);
+    let brokers = broker.brokers.clone();
+    broker.create_topic("rt-events", 3);
+    broker.create_topic("rt-counts", 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let b = brokers.clone();
+    let p = dp::Pipeline::new()
+        .update_flow("rt_tansu", "rt_tansu_sink", move |s| {
+            s.read_stream()
+                .format("kafka")
+                .option("kafka.bootstrap.servers", &b)
+                .option("subscribe", "rt-events")
+                .option("startingOffsets", "earliest")
+                .load_default()?
+                .select_expr(["CAST(key AS STRING) AS event_type"])?
+                .group_by([col("event_type")])
+                .count()?
+                .select_expr(["event_type AS key", "CAST(count AS STRING) AS value"])
+        })
+        .create_sink(
+            "rt_tansu_sink",
+            "kafka",
+            [
+                ("kafka.bootstrap.servers", brokers.clone()),
+                ("topic", "rt-counts".to_string()),
+            ],
+        );
+    let wait_for = |want: &BTreeMap<String, String>| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = latest_per_key(&consume_all(&brokers, "rt-counts"));
+            if &got == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "got {got:?}, want {want:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let kinds = ["a", "b", "c", "a"];
+    let batch = |from: usize, to: usize| -> Vec<Out> {
+        (from..to)
+            .map(|i| Out::kv(kinds[i % 4], &i.to_string()))
+            .collect()
+    };
+    let counts = |n: usize| -> BTreeMap<String, String> {
+        let mut c: BTreeMap<String, usize> = BTreeMap::new();
+        for i in 0..n {
+            *c.entry(kinds[i % 4].to_string()).or_default() += 1;
+        }
+        c.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+    };
+    produce(&brokers, "rt-events", &batch(0, 40));
+    let running = Running::start(&p, tmp.path(), "rt_tansu");
+    wait_for(&counts(40));
+    produce(&brokers, "rt-events", &batch(40, 60));
+    wait_for(&counts(60));
+    let s = running.stop().unwrap();
+    assert_eq!((s.flows[0].batches, s.flows[0].input_rows), (1, 60));
+    produce(&brokers, "rt-events", &batch(60, 100));
+    let running = Running::start(&p, tmp.path(), "rt_tansu");
+    wait_for(&counts(100));
+    let s = running.stop().unwrap();
+    assert_eq!((s.flows[0].batches, s.flows[0].input_rows), (1, 40));
 }

@@ -265,14 +265,9 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
         }
         return Ok(summary);
     }
-    // Continuous: every flow on its own task; Ctrl-C stops them at a batch boundary.
-    let stop = opts.stop.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("stopping at the next batch boundary…");
-            stop.store(true, Ordering::SeqCst);
-        }
-    });
+    // Continuous: every flow on its own task; Ctrl-C (or SIGTERM) stops
+    // them at a batch (or epoch) boundary.
+    let _stop_on_signal = StopOnSignal::register(&opts.stop);
     let mut handles = Vec::new();
     for flow in flows {
         let graph = graph.clone();
@@ -301,6 +296,56 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
     match first_error {
         Some(e) => Err(e),
         None => Ok(summary),
+    }
+}
+
+/// While alive, SIGINT and SIGTERM set a run's stop flag. The handler only
+/// stores to atomics (async-signal-safe); a thread says so on the terminal.
+struct StopOnSignal {
+    ids: Vec<signal_hook_registry::SigId>,
+    done: Arc<AtomicBool>,
+}
+
+impl StopOnSignal {
+    fn register(stop: &Arc<AtomicBool>) -> StopOnSignal {
+        let signalled = Arc::new(AtomicBool::new(false));
+        let mut ids = Vec::new();
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            let (stop, signalled) = (stop.clone(), signalled.clone());
+            // SAFETY: the action only stores to two atomics, which is
+            // async-signal-safe; it allocates, locks and prints nothing.
+            let id = unsafe {
+                signal_hook_registry::register(signal, move || {
+                    signalled.store(true, Ordering::SeqCst);
+                    stop.store(true, Ordering::SeqCst);
+                })
+            };
+            match id {
+                Ok(id) => ids.push(id),
+                Err(e) => tracing::warn!("could not handle signal {signal}: {e}"),
+            }
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = done.clone();
+        std::thread::spawn(move || {
+            while !finished.load(Ordering::SeqCst) {
+                if signalled.load(Ordering::SeqCst) {
+                    eprintln!("stopping at the next batch boundary…");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        StopOnSignal { ids, done }
+    }
+}
+
+impl Drop for StopOnSignal {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook_registry::unregister(id);
+        }
+        self.done.store(true, Ordering::SeqCst);
     }
 }
 
@@ -345,7 +390,13 @@ pub fn fault_point(flow: &str, point: &str, batch: u64) {
         let want_a = format!("{point}:{batch}");
         let want_b = format!("{flow}/{point}:{batch}");
         if spec == want_a || spec == want_b {
-            eprintln!("PIPELINES_FAULT: killing the process at {flow}/{point}:{batch}");
+            // Straight to fd 2: the process dies next, and std's stderr lock
+            // may be held by a librdkafka thread that is logging.
+            let line = format!("PIPELINES_FAULT: killing the process at {flow}/{point}:{batch}\n");
+            // SAFETY: writes a valid buffer of its own length to fd 2.
+            unsafe {
+                libc::write(2, line.as_ptr().cast(), line.len());
+            }
             // SIGKILL: no destructor, flush or cleanup runs, as in a real crash.
             let _ = std::process::Command::new("kill")
                 .args(["-9", &std::process::id().to_string()])

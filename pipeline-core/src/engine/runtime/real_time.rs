@@ -99,6 +99,9 @@ impl StreamingQuery {
         }
         let mut epoch = self.new_epoch();
         loop {
+            // A step without data completes without suspending: let the
+            // runtime's other tasks (Ctrl-C, other flows) run between steps.
+            tokio::task::yield_now().await;
             let stopping = opts.stop.load(Ordering::SeqCst);
             if stopping || epoch.started.elapsed() >= checkpoint_interval {
                 if epoch.steps > 0 {
@@ -227,6 +230,9 @@ impl StreamingQuery {
             }
         }
         epoch.sink_ms += ms(sink_started.elapsed());
+        // Crash tests kill the process here: the step's rows were handed to
+        // the sink, the epoch is not committed.
+        super::fault_point(&self.flow.def.name, "real_time_delivered", epoch.steps);
         epoch.steps += 1;
         epoch.input_rows += step_rows;
         epoch.output_rows += written;
