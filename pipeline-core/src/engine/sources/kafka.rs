@@ -110,6 +110,11 @@ pub struct KafkaSource {
     backlog: Option<u64>,
     /// Real-time mode: the consumer stays assigned between reads.
     live: Option<LiveAssignment>,
+    /// The consumer's configuration.
+    config: ClientConfig,
+    /// True once the consumer is configured for real-time reads (or the
+    /// options set `kafka.fetch.wait.max.ms` themselves).
+    live_config: bool,
 }
 
 /// Real-time mode: where the assigned consumer stands.
@@ -202,7 +207,13 @@ impl KafkaSource {
             ],
         )?;
         let consumer = create_consumer(&config, &what)?;
+        let user_fetch_wait = options
+            .entries()
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("kafka.fetch.wait.max.ms"));
         Ok(KafkaSource {
+            config,
+            live_config: user_fetch_wait,
             what,
             subscription,
             starting,
@@ -998,6 +1009,14 @@ impl KafkaSource {
         start: Option<&Offset>,
         timeout: Duration,
     ) -> Result<Option<(Offset, ReadBatch)>> {
+        if !self.live_config {
+            // A fetch that finds nothing new waits at most 1 ms at the
+            // broker, so a message is fetched soon after it is written.
+            self.config.set("fetch.wait.max.ms", "1");
+            self.consumer = create_consumer(&self.config, &self.what)?;
+            self.live_config = true;
+            self.live = None;
+        }
         let from = self.start_offsets(start)?;
         let stands = self.live.as_ref().is_some_and(|l| {
             l.listed.elapsed() < RELIST_EVERY
