@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench_latency                 # 10 k and 100 k events/s, 10 s each, both pipelines
-//! cargo run --release --example bench_latency -- --quick      # 1 k events/s for 1 s (used by the test script)
+//! cargo run --release --example bench_latency -- --quick      # 1 k events/s for 2 s, mock cluster (used by the test script)
 //! cargo run --release --example bench_latency -- --rates 10000,50000 --seconds 20
 //! cargo run --release --example bench_latency -- --brokers 127.0.0.1:9092   # an already running broker
 //! ```
@@ -17,8 +17,8 @@
 //!   an event is the time the sink wrote it minus that stamp.
 //! - **broker**: Kafka topic → count per key (100 keys) → Kafka topic,
 //!   through a broker on loopback: a tansu process (`PIPELINES_TANSU`, as
-//!   `scripts/test` installs it) or `--brokers`, else librdkafka's mock
-//!   cluster in this process. A producer sends the events due every
+//!   `scripts/test` installs it; not with `--quick`) or `--brokers`, else
+//!   librdkafka's mock cluster in this process. A producer sends the events due every
 //!   millisecond (linger 0) and records when it sent each; a consumer of the
 //!   output topic reads `(key, count)`: the count-th event of a key is
 //!   delivered when the first count ≥ its number arrives.
@@ -420,7 +420,7 @@ fn main() {
     let (brokers, label, create): (String, &str, CreateTopics<'_>) =
         if let Some(b) = arg(&args, "--brokers") {
             (b, "kafka → count → kafka", Box::new(|_: &str, _: &str| {}))
-        } else if let Some(bin) = kafka_support::tansu_binary() {
+        } else if let Some(bin) = kafka_support::tansu_binary().filter(|_| !quick) {
             tansu = kafka_support::Tansu::start(bin);
             let t = &tansu;
             (
