@@ -60,20 +60,12 @@ fn spawn_real_time(
     out_topic: &str,
     fault: Option<&str>,
 ) -> std::process::Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.env("PIPELINE_CHILD", "1")
-        .env("KAFKA_BROKERS", brokers)
-        .env("EVENTS_TOPIC", "events")
-        .env("EVENT_COUNTS_TOPIC", out_topic)
-        .env("EVENT_COUNTS_STORAGE", storage)
+    child(brokers, storage, out_topic, fault)
         .args(["run", "--continuous"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    match fault {
-        Some(f) => cmd.env("PIPELINES_FAULT", f),
-        None => cmd.env_remove("PIPELINES_FAULT"),
-    };
-    cmd.spawn().unwrap()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits until the latest count per key in `topic` is `want` (60 s at most).
@@ -110,20 +102,28 @@ fn commits(storage: &Path) -> Vec<String> {
     names
 }
 
-fn run_child(brokers: &str, storage: &Path, out_topic: &str, fault: Option<&str>) -> Output {
+/// The example as a child process: `PIPELINE_CHILD`, the brokers, the
+/// topics, the storage and `PIPELINES_FAULT` (set or cleared).
+fn child(brokers: &str, storage: &Path, out_topic: &str, fault: Option<&str>) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.env("PIPELINE_CHILD", "1")
         .env("KAFKA_BROKERS", brokers)
         .env("EVENTS_TOPIC", "events")
         .env("EVENT_COUNTS_TOPIC", out_topic)
-        .env("EVENT_COUNTS_STORAGE", storage)
-        .env("MAX_OFFSETS_PER_TRIGGER", "100")
-        .args(["run"]);
+        .env("EVENT_COUNTS_STORAGE", storage);
     match fault {
         Some(f) => cmd.env("PIPELINES_FAULT", f),
         None => cmd.env_remove("PIPELINES_FAULT"),
     };
-    cmd.output().unwrap()
+    cmd
+}
+
+fn run_child(brokers: &str, storage: &Path, out_topic: &str, fault: Option<&str>) -> Output {
+    child(brokers, storage, out_topic, fault)
+        .env("MAX_OFFSETS_PER_TRIGGER", "100")
+        .args(["run"])
+        .output()
+        .unwrap()
 }
 
 fn check(name: &str, ok: bool, detail: impl FnOnce() -> String) -> bool {

@@ -533,18 +533,13 @@ fn what_cannot_run_in_real_time_is_refused_at_dry_run() {
     );
 }
 
-/// Seed 002 in real time: Kafka → count per key → Kafka (librdkafka's mock
-/// cluster). Counts arrive while the epoch is open.
-#[test]
-fn kafka_counts_flow_in_real_time() {
-    let c = rdkafka::mocking::MockCluster::new(1).unwrap();
-    let brokers = c.bootstrap_servers();
-    c.create_topic("rt-events", 2, 1).unwrap();
-    c.create_topic("rt-counts", 1, 1).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let b = brokers.clone();
-    let p = dp::Pipeline::new()
-        .update_flow("rt_kafka", "rt_kafka_sink", move |s| {
+/// Seed 002's query in real time: topic `rt-events` → count per key → a
+/// Kafka sink (`<flow>_sink`) writing topic `rt-counts`.
+fn kafka_counts_pipeline(flow: &str, brokers: &str) -> dp::Pipeline {
+    let b = brokers.to_string();
+    let sink = format!("{flow}_sink");
+    dp::Pipeline::new()
+        .update_flow(flow, &sink, move |s| {
             s.read_stream()
                 .format("kafka")
                 .option("kafka.bootstrap.servers", &b)
@@ -557,25 +552,40 @@ fn kafka_counts_flow_in_real_time() {
                 .select_expr(["event_type AS key", "CAST(count AS STRING) AS value"])
         })
         .create_sink(
-            "rt_kafka_sink",
+            &sink,
             "kafka",
             [
-                ("kafka.bootstrap.servers", brokers.clone()),
+                ("kafka.bootstrap.servers", brokers.to_string()),
                 ("topic", "rt-counts".to_string()),
             ],
-        );
-    let running = Running::start(&p, tmp.path(), "rt_kafka");
-    let wait_for = |want: &BTreeMap<String, String>| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let got = latest_per_key(&consume_all(&brokers, "rt-counts"));
-            if &got == want {
-                return;
-            }
-            assert!(Instant::now() < deadline, "got {got:?}, want {want:?}");
-            std::thread::sleep(Duration::from_millis(20));
+        )
+}
+
+/// Waits (30 s at most) until the latest count per key in `rt-counts` is `want`.
+fn wait_for_counts(brokers: &str, want: &BTreeMap<String, String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = latest_per_key(&consume_all(brokers, "rt-counts"));
+        if &got == want {
+            return;
         }
-    };
+        assert!(Instant::now() < deadline, "got {got:?}, want {want:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Seed 002 in real time: Kafka → count per key → Kafka (librdkafka's mock
+/// cluster). Counts arrive while the epoch is open.
+#[test]
+fn kafka_counts_flow_in_real_time() {
+    let c = rdkafka::mocking::MockCluster::new(1).unwrap();
+    let brokers = c.bootstrap_servers();
+    c.create_topic("rt-events", 2, 1).unwrap();
+    c.create_topic("rt-counts", 1, 1).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = kafka_counts_pipeline("rt_kafka", &brokers);
+    let running = Running::start(&p, tmp.path(), "rt_kafka");
+    let wait_for = |want: &BTreeMap<String, String>| wait_for_counts(&brokers, want);
     produce(
         &brokers,
         "rt-events",
@@ -638,39 +648,8 @@ fn kafka_real_time_resumes_from_the_committed_epoch_on_a_broker_process() {
     broker.create_topic("rt-events", 3);
     broker.create_topic("rt-counts", 1);
     let tmp = tempfile::tempdir().unwrap();
-    let b = brokers.clone();
-    let p = dp::Pipeline::new()
-        .update_flow("rt_tansu", "rt_tansu_sink", move |s| {
-            s.read_stream()
-                .format("kafka")
-                .option("kafka.bootstrap.servers", &b)
-                .option("subscribe", "rt-events")
-                .option("startingOffsets", "earliest")
-                .load_default()?
-                .select_expr(["CAST(key AS STRING) AS event_type"])?
-                .group_by([col("event_type")])
-                .count()?
-                .select_expr(["event_type AS key", "CAST(count AS STRING) AS value"])
-        })
-        .create_sink(
-            "rt_tansu_sink",
-            "kafka",
-            [
-                ("kafka.bootstrap.servers", brokers.clone()),
-                ("topic", "rt-counts".to_string()),
-            ],
-        );
-    let wait_for = |want: &BTreeMap<String, String>| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let got = latest_per_key(&consume_all(&brokers, "rt-counts"));
-            if &got == want {
-                return;
-            }
-            assert!(Instant::now() < deadline, "got {got:?}, want {want:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let p = kafka_counts_pipeline("rt_tansu", &brokers);
+    let wait_for = |want: &BTreeMap<String, String>| wait_for_counts(&brokers, want);
     let kinds = ["a", "b", "c", "a"];
     let batch = |from: usize, to: usize| -> Vec<Out> {
         (from..to)

@@ -140,12 +140,7 @@ impl StreamingQuery {
     /// plan and into the sink.
     async fn real_time_step(&mut self, epoch: &mut Epoch, wait: Duration) -> Result<()> {
         let read_started = Instant::now();
-        let streams = self
-            .leaves
-            .iter()
-            .filter(|l| matches!(l, LeafInput::Streaming { .. }))
-            .count();
-        let per_source = if streams > 1 {
+        let per_source = if epoch.positions.len() > 1 {
             MULTI_SOURCE_WAIT.min(wait)
         } else {
             wait

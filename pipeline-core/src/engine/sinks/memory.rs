@@ -104,21 +104,6 @@ impl MemoryTable {
             .map(|e| (e.batch_id, e.written_at, e.rows.clone()))
             .collect()
     }
-
-    /// Blocks until the table has at least `rows` rows or `timeout` passes;
-    /// returns whether it has them.
-    pub fn wait_for_rows(&self, rows: usize, timeout: std::time::Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.num_rows() >= rows {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
 }
 
 fn registry() -> MutexGuard<'static, HashMap<String, MemoryTable>> {
@@ -198,13 +183,7 @@ impl Sink for MemorySink {
         let mut inner = self.table.lock();
         // A replayed batch replaces what it wrote before (a real-time epoch
         // may have written several entries with its id).
-        let at = inner
-            .entries
-            .iter()
-            .position(|e| e.query_id == self.query_id && e.batch_id == batch_id);
-        inner
-            .entries
-            .retain(|e| !(e.query_id == self.query_id && e.batch_id == batch_id));
+        let at = self.remove_batch(&mut inner, batch_id);
         self.push(&mut inner, batch_id, batches, mode, at);
         Ok(SinkWrite {
             rows: rows as u64,
@@ -222,9 +201,7 @@ impl Sink for MemorySink {
         if self.epoch != Some(epoch) {
             // An epoch run again after a crash starts over.
             self.epoch = Some(epoch);
-            inner
-                .entries
-                .retain(|e| !(e.query_id == self.query_id && e.batch_id == epoch));
+            self.remove_batch(&mut inner, epoch);
         }
         if rows > 0 || mode == OutputMode::Complete {
             self.push(&mut inner, epoch, batches, mode, None);
@@ -234,6 +211,15 @@ impl Sink for MemorySink {
 }
 
 impl MemorySink {
+    /// Removes what this query wrote for `batch_id`; returns where its
+    /// first entry was.
+    fn remove_batch(&self, inner: &mut Inner, batch_id: u64) -> Option<usize> {
+        let mine = |e: &Entry| e.query_id == self.query_id && e.batch_id == batch_id;
+        let at = inner.entries.iter().position(mine);
+        inner.entries.retain(|e| !mine(e));
+        at
+    }
+
     /// Adds one entry (at index `at`, else at the end); complete mode
     /// replaces the whole table.
     fn push(
