@@ -26,6 +26,8 @@ pub mod file;
 mod json_fast;
 pub mod kafka;
 pub mod memory;
+mod null_columns;
+mod parquet_chunks;
 mod parse;
 pub mod rate;
 pub mod socket;

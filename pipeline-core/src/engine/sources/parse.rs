@@ -18,11 +18,15 @@ use arrow::compute::{cast_with_options, concat_batches, CastOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 
 use super::file::FileFormat;
 use super::json_fast::FastJson;
+use super::null_columns::null_column;
+use super::parquet_chunks::ChunkPlan;
 use crate::error::{Error, Result};
 
 /// Rows per decoded batch.
@@ -526,7 +530,7 @@ fn with_corrupt(cfg: &ParseConfig, batch: RecordBatch, raw: Option<String>) -> R
                     cast_with_options(&a, &dt, &CastOptions::default())?
                 }
             }
-            None => new_null_array(&dt, rows),
+            None => null_column(&dt, rows),
         };
         cols.insert(idx, col);
     }
@@ -929,32 +933,33 @@ fn parquet_read(
     path: &Path,
     row_groups: Option<Vec<usize>>,
 ) -> Result<Vec<RecordBatch>> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-    if row_groups.is_none() && size <= WHOLE_FILE_BYTES {
-        // Small files are read at once: pages are then slices of one
-        // buffer instead of a read and an allocation each.
-        let mut buf = Vec::with_capacity(size as usize);
-        file.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(buf))?;
-        return parquet_decode(cfg, path, builder, None);
+    let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
+    let (mapping, roots) = parquet_projection(cfg, meta.schema());
+    let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size);
+    if plan.bytes() <= CHUNKS_IN_MEMORY_BYTES {
+        // Only the projected column chunks are read, each run of them at
+        // once: pages are then slices of one buffer instead of a read and
+        // an allocation each.
+        let chunks = plan.read(&file).map_err(|e| Error::io(path, e))?;
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta);
+        return parquet_decode(cfg, path, builder, &mapping, &roots, row_groups);
     }
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
-    parquet_decode(cfg, path, builder, row_groups)
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
+    parquet_decode(cfg, path, builder, &mapping, &roots, row_groups)
 }
 
-/// Parquet files up to this size are read into memory at once.
-const WHOLE_FILE_BYTES: u64 = 64 << 20;
+/// Column chunks up to this many bytes (in all) are read into memory at once.
+const CHUNKS_IN_MEMORY_BYTES: u64 = 64 << 20;
 
-fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
+/// Which file column each target column reads (exact name, else
+/// case-insensitive; none for the columns the query never reads, which are
+/// returned as nulls), and the sorted distinct file columns read.
+fn parquet_projection(
     cfg: &ParseConfig,
-    path: &Path,
-    builder: ParquetRecordBatchReaderBuilder<R>,
-    row_groups: Option<Vec<usize>>,
-) -> Result<Vec<RecordBatch>> {
-    let file_schema = builder.schema().clone();
-    // Target column -> file column index (exact name, else case-insensitive).
-    // Columns the query never reads map to none and are returned as nulls.
+    file_schema: &SchemaRef,
+) -> (Vec<Option<usize>>, Vec<usize>) {
     let mapping: Vec<Option<usize>> = cfg
         .schema
         .fields()
@@ -975,6 +980,17 @@ fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
     let mut roots: Vec<usize> = mapping.iter().flatten().copied().collect();
     roots.sort_unstable();
     roots.dedup();
+    (mapping, roots)
+}
+
+fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
+    cfg: &ParseConfig,
+    path: &Path,
+    builder: ParquetRecordBatchReaderBuilder<R>,
+    mapping: &[Option<usize>],
+    roots: &[usize],
+    row_groups: Option<Vec<usize>>,
+) -> Result<Vec<RecordBatch>> {
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
     let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
     if let Some(rg) = row_groups {
@@ -986,7 +1002,7 @@ fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
         let batch = batch?;
         let rows = batch.num_rows();
         let mut cols = Vec::with_capacity(cfg.schema.fields().len());
-        for (f, m) in cfg.schema.fields().iter().zip(&mapping) {
+        for (f, m) in cfg.schema.fields().iter().zip(mapping) {
             let col = match m {
                 Some(idx) => {
                     let pos = roots
@@ -1013,7 +1029,7 @@ fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
                         )?
                     }
                 }
-                None => new_null_array(f.data_type(), rows),
+                None => null_column(f.data_type(), rows),
             };
             cols.push(col);
         }
