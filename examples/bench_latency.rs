@@ -22,6 +22,10 @@
 //!   millisecond (linger 0) and records when it sent each; a consumer of the
 //!   output topic reads `(key, count)`: the count-th event of a key is
 //!   delivered when the first count ≥ its number arrives.
+//! - **the broker alone**, after each broker run: the same producer and a
+//!   consumer configured like the measuring one, one trip through the
+//!   broker and no pipeline. The pipeline's events make two trips, so this
+//!   is the floor its figures stand on.
 //!
 //! The first second of every run is warm-up and is not counted. Reported:
 //! p50 / p99 / p99.9 / max latency, and the process's CPU time (user +
@@ -50,8 +54,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-/// Creates the input and output topics of a run.
-type CreateTopics<'a> = Box<dyn Fn(&str, &str) + 'a>;
+/// Creates a topic of one partition.
+type CreateTopic<'a> = Box<dyn Fn(&str) + 'a>;
 
 const WARM_UP: Duration = Duration::from_secs(1);
 const KEYS: u64 = 100;
@@ -236,16 +240,12 @@ fn in_process(rate: u64, seconds: u64) -> Figures {
 }
 
 /// Kafka → count per key → Kafka at `rate` events/s for `seconds`.
-fn through_broker(
-    brokers: &str,
-    create_topics: &dyn Fn(&str, &str),
-    rate: u64,
-    seconds: u64,
-) -> Figures {
+fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: u64) -> Figures {
     let tmp = tempfile::tempdir().expect("temp dir");
     let input = format!("latency-events-{rate}");
     let output = format!("latency-counts-{rate}");
-    create_topics(&input, &output);
+    create_topic(&input);
+    create_topic(&output);
     let b = brokers.to_string();
     let topic = input.clone();
     let p = dp::Pipeline::new()
@@ -314,55 +314,15 @@ fn through_broker(
         arrivals
     });
 
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("linger.ms", "0")
-        .create()
-        .expect("producer");
-    let t0 = Instant::now();
-    let total = rate * seconds;
-    // sent[key][n-1]: when the n-th event of `key` was sent.
-    let mut sent_at: Vec<Vec<Instant>> = vec![Vec::new(); KEYS as usize];
-    let mut sent = 0u64;
-    let mut tick = 0u64;
-    let mut measure_from: Option<(Instant, f64)> = None;
-    while sent < total {
-        tick += 1;
-        let target = (rate * tick / 1000).min(total);
-        while sent < target {
-            let key = sent % KEYS;
-            let key_text = format!("k{key}");
-            let value = sent.to_string();
-            let mut record = BaseRecord::to(&input).key(&key_text).payload(&value);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(_), r)) => {
-                        record = r;
-                        producer.poll(Duration::from_millis(1));
-                    }
-                    Err((e, _)) => panic!("produce: {e}"),
-                }
-            }
-            sent_at[key as usize].push(Instant::now());
-            sent += 1;
-        }
-        producer.poll(Duration::ZERO);
-        if measure_from.is_none() && t0.elapsed() >= WARM_UP {
-            measure_from = Some((Instant::now(), cpu_seconds()));
-        }
-        let next = t0 + Duration::from_millis(tick);
-        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-    }
-    producer.flush(Duration::from_secs(30)).expect("flush");
+    let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &input, rate, seconds, |n| {
+        Some(format!("k{}", n % KEYS))
+    });
+    let total = sent_at.len() as u64;
     // Until every event is counted (or 30 s pass).
     let deadline = Instant::now() + Duration::from_secs(30);
     while counted.load(Ordering::SeqCst) < total && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (measured_at, cpu_at) = measure_from.unwrap_or((t0, 0.0));
     let cpu = (cpu_seconds() - cpu_at) / measured_at.elapsed().as_secs_f64();
     done.store(true, Ordering::SeqCst);
     let arrivals = reader.join().expect("reader");
@@ -376,18 +336,141 @@ fn through_broker(
     let mut latencies = Vec::with_capacity(total as usize);
     let mut delivered: Vec<u64> = vec![0; KEYS as usize];
     for (k, c, at) in arrivals {
-        let k = k as usize;
-        if k >= sent_at.len() {
+        if k >= KEYS {
             continue;
         }
-        for n in delivered[k]..c.min(sent_at[k].len() as u64) {
-            let sent = sent_at[k][n as usize];
+        // The n-th event of key k (from 0) is event n * KEYS + k.
+        for n in delivered[k as usize]..c {
+            let Some(&sent) = sent_at.get((n * KEYS + k) as usize) else {
+                break;
+            };
             if sent >= measured_at {
                 latencies.push(at.saturating_duration_since(sent));
             }
         }
-        delivered[k] = delivered[k].max(c);
+        delivered[k as usize] = delivered[k as usize].max(c);
     }
+    figures(latencies, cpu)
+}
+
+/// Sends events 0.. to `topic` at `rate` per second for `seconds` (those
+/// due every millisecond, linger 0; the value is the event's number, the
+/// key `key(n)`), then flushes. Returns when each event was sent, when the
+/// measured seconds began and the process's CPU seconds then.
+fn produce_paced(
+    brokers: &str,
+    topic: &str,
+    rate: u64,
+    seconds: u64,
+    key: impl Fn(u64) -> Option<String>,
+) -> (Vec<Instant>, Instant, f64) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "0")
+        .create()
+        .expect("producer");
+    let t0 = Instant::now();
+    let total = rate * seconds;
+    let mut sent_at = Vec::with_capacity(total as usize);
+    let mut sent = 0u64;
+    let mut tick = 0u64;
+    let mut measure_from: Option<(Instant, f64)> = None;
+    while sent < total {
+        tick += 1;
+        let target = (rate * tick / 1000).min(total);
+        while sent < target {
+            let key_text = key(sent);
+            let value = sent.to_string();
+            let mut record = BaseRecord::<String, String>::to(topic).payload(&value);
+            if let Some(k) = &key_text {
+                record = record.key(k);
+            }
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(_), r)) => {
+                        record = r;
+                        producer.poll(Duration::from_millis(1));
+                    }
+                    Err((e, _)) => panic!("produce: {e}"),
+                }
+            }
+            sent_at.push(Instant::now());
+            sent += 1;
+        }
+        producer.poll(Duration::ZERO);
+        if measure_from.is_none() && t0.elapsed() >= WARM_UP {
+            measure_from = Some((Instant::now(), cpu_seconds()));
+        }
+        let next = t0 + Duration::from_millis(tick);
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+    let (measured_at, cpu_at) = measure_from.unwrap_or((t0, 0.0));
+    (sent_at, measured_at, cpu_at)
+}
+
+/// The broker alone, as a floor for the pipeline's figures: events sent
+/// at `rate` per second for `seconds` exactly as `through_broker` sends
+/// them, received by a consumer configured like its measuring consumer
+/// (fetch wait 1 ms). One trip through the broker; the pipeline makes two.
+fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: u64) -> Figures {
+    let topic = format!("latency-floor-{rate}");
+    create_topic(&topic);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("latency-floor-{rate}"))
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "1")
+        .create()
+        .expect("consumer");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Beginning)
+        .expect("partition");
+    consumer.assign(&tpl).expect("assign");
+    let total = rate * seconds;
+    let done = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (done_reading, received_by_reader) = (done.clone(), received.clone());
+    let reader = std::thread::spawn(move || {
+        let mut arrived: Vec<Option<Instant>> = vec![None; total as usize];
+        while !done_reading.load(Ordering::SeqCst) {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) {
+                let now = Instant::now();
+                let n = m
+                    .payload()
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.parse::<usize>().ok());
+                if let Some(slot) = n.and_then(|n| arrived.get_mut(n)) {
+                    if slot.is_none() {
+                        *slot = Some(now);
+                        received_by_reader.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+        arrived
+    });
+    let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &topic, rate, seconds, |_| None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while received.load(Ordering::SeqCst) < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let cpu = (cpu_seconds() - cpu_at) / measured_at.elapsed().as_secs_f64();
+    done.store(true, Ordering::SeqCst);
+    let arrived = reader.join().expect("reader");
+    let missing = arrived.iter().filter(|a| a.is_none()).count();
+    if missing > 0 {
+        eprintln!("warning: {missing} events were not received by the end of the run");
+    }
+    let latencies = sent_at
+        .iter()
+        .zip(&arrived)
+        .filter(|(sent, _)| **sent >= measured_at)
+        .filter_map(|(sent, at)| at.map(|at| at.saturating_duration_since(*sent)))
+        .collect();
     figures(latencies, cpu)
 }
 
@@ -417,19 +500,16 @@ fn main() {
     // The broker: --brokers, else a tansu process, else the mock cluster.
     let mock;
     let tansu;
-    let (brokers, label, create): (String, &str, CreateTopics<'_>) =
+    let (brokers, label, create): (String, &str, CreateTopic<'_>) =
         if let Some(b) = arg(&args, "--brokers") {
-            (b, "kafka → count → kafka", Box::new(|_: &str, _: &str| {}))
+            (b, "kafka → count → kafka", Box::new(|_: &str| {}))
         } else if let Some(bin) = kafka_support::tansu_binary().filter(|_| !quick) {
             tansu = kafka_support::Tansu::start(bin);
             let t = &tansu;
             (
                 tansu.brokers.clone(),
                 "kafka → count → kafka (tansu)",
-                Box::new(move |i: &str, o: &str| {
-                    t.create_topic(i, 1);
-                    t.create_topic(o, 1);
-                }),
+                Box::new(move |name: &str| t.create_topic(name, 1)),
             )
         } else {
             mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");
@@ -437,14 +517,13 @@ fn main() {
             (
                 mock.bootstrap_servers(),
                 "kafka → count → kafka (mock)",
-                Box::new(move |i: &str, o: &str| {
-                    m.create_topic(i, 1, 1).expect("topic");
-                    m.create_topic(o, 1, 1).expect("topic");
-                }),
+                Box::new(move |name: &str| m.create_topic(name, 1, 1).expect("topic")),
             )
         };
     for &rate in &rates {
         let f = through_broker(&brokers, create.as_ref(), rate, seconds);
         print(label, rate, &f);
+        let floor = broker_floor(&brokers, create.as_ref(), rate, seconds);
+        print("  the broker alone, one hop", rate, &floor);
     }
 }
