@@ -38,7 +38,9 @@ use datafusion::prelude::SessionContext;
 
 use super::leaf::SlotTable;
 use super::watermark::timestamp_micros;
-use super::{poll_once, run_partitioned, BatchContext, OpFailure, StateOperatorProgress};
+use super::{
+    map_batches, poll_once, run_partitioned, BatchContext, OpFailure, StateOperatorProgress,
+};
 use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -463,12 +465,11 @@ impl AggregateOp {
             }
         }
         // 1. Window keys, then the partial aggregation of this batch.
-        let mut prepared = Vec::with_capacity(input.len());
-        for b in input {
-            if b.num_rows() > 0 {
-                prepared.push(self.prepare(b).map_err(|e| fail(&e))?);
-            }
-        }
+        let input: Vec<RecordBatch> = input.into_iter().filter(|b| b.num_rows() > 0).collect();
+        let prepared = map_batches(&input, self.partitions, |b| self.prepare(b.clone()))
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| fail(&e))?;
         let new = if prepared.is_empty() {
             RecordBatch::new_empty(self.state_schema.clone())
         } else {

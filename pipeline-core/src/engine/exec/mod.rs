@@ -621,12 +621,12 @@ async fn run_op(
     let rows = inputs.next().unwrap_or_default();
     match &mut node.op {
         Op::Watermark { column, delay_ms } => {
-            let mut max: Option<i64> = None;
-            for b in &rows {
-                if let Some(m) = watermark::max_millis(b.column(*column)) {
-                    max = Some(max.map_or(m, |x: i64| x.max(m)));
-                }
-            }
+            let max = map_batches(&rows, env.partitions, |b| {
+                watermark::max_millis(b.column(*column))
+            })
+            .into_iter()
+            .flatten()
+            .max();
             if let Some(m) = max {
                 out.event_times.push((node.id, m, *delay_ms));
             }
@@ -844,6 +844,51 @@ pub(crate) fn batch_in_schema(
         columns,
         &RecordBatchOptions::new().with_row_count(Some(n)),
     )?)
+}
+
+/// Below this many rows [`map_batches`] stays on the calling thread:
+/// starting threads costs more than it saves on one file's rows.
+const MIN_ROWS_FOR_THREADS: usize = 256 * 1024;
+
+/// `f` applied to every batch, in order: on up to `threads` threads, each
+/// taking a contiguous run of about the same number of rows, when there are
+/// at least [`MIN_ROWS_FOR_THREADS`] rows; else on the calling thread.
+pub(crate) fn map_batches<T: Send>(
+    batches: &[RecordBatch],
+    threads: usize,
+    f: impl Fn(&RecordBatch) -> T + Sync,
+) -> Vec<T> {
+    let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+    if threads <= 1 || batches.len() < 2 || total < MIN_ROWS_FOR_THREADS {
+        return batches.iter().map(f).collect();
+    }
+    let per = total.div_ceil(threads);
+    let mut runs: Vec<&[RecordBatch]> = Vec::with_capacity(threads);
+    let (mut start, mut rows) = (0, 0);
+    for (i, b) in batches.iter().enumerate() {
+        rows += b.num_rows();
+        if rows >= per && runs.len() + 1 < threads {
+            runs.push(&batches[start..=i]);
+            (start, rows) = (i + 1, 0);
+        }
+    }
+    if start < batches.len() {
+        runs.push(&batches[start..]);
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| s.spawn(move || run.iter().map(f).collect::<Vec<T>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 /// Splits rows into `n` contiguous partitions (slices, no copies).
@@ -1509,5 +1554,54 @@ fn push_sliced(out: &mut Vec<RecordBatch>, b: RecordBatch, max: usize) {
         let take = (b.num_rows() - offset).min(max);
         out.push(b.slice(offset, take));
         offset += take;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+
+    fn batches(sizes: &[usize]) -> Vec<RecordBatch> {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let mut next = 0i64;
+        sizes
+            .iter()
+            .map(|&n| {
+                let values = Int64Array::from_iter_values(next..next + n as i64);
+                next += n as i64;
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn map_batches_keeps_the_order_on_threads_and_on_the_caller() {
+        let first = |b: &RecordBatch| {
+            (
+                b.column(0).as_primitive::<Int64Type>().value(0),
+                std::thread::current().id(),
+            )
+        };
+        let me = std::thread::current().id();
+        // Big enough for threads: 8 batches of 64 k rows, on 3 threads.
+        let big = batches(&[65_536; 8]);
+        let out = map_batches(&big, 3, first);
+        let starts: Vec<i64> = out.iter().map(|(v, _)| *v).collect();
+        assert_eq!(starts, (0..8).map(|i| i * 65_536).collect::<Vec<i64>>());
+        let mut threads: Vec<_> = out.iter().map(|(_, t)| *t).collect();
+        threads.dedup();
+        assert_eq!(threads.len(), 3, "three contiguous runs");
+        assert!(!threads.contains(&me));
+        // Too few rows: the calling thread.
+        let small = batches(&[1000, 2000, 3000]);
+        let out = map_batches(&small, 2, first);
+        assert_eq!(
+            out.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+            vec![0, 1000, 3000]
+        );
+        assert!(out.iter().all(|(_, t)| *t == me));
+        assert!(map_batches(&[], 2, first).is_empty());
     }
 }
