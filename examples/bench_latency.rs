@@ -5,6 +5,7 @@
 //! cargo run --release --example bench_latency                 # 10 k and 100 k events/s, 10 s each, both pipelines
 //! cargo run --release --example bench_latency -- --quick      # 1 k events/s for 2 s, mock cluster (used by the test script)
 //! cargo run --release --example bench_latency -- --rates 10000,50000 --seconds 20
+//! cargo run --release --example bench_latency -- --broker-rates 1000,10000  # other rates through the broker
 //! cargo run --release --example bench_latency -- --brokers 127.0.0.1:9092   # an already running broker
 //! ```
 //!
@@ -477,14 +478,16 @@ fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let rates: Vec<u64> = match arg(&args, "--rates") {
-        Some(list) => list
-            .split(',')
-            .filter_map(|r| r.trim().parse().ok())
-            .collect(),
+    let list = |name: &str| -> Option<Vec<u64>> {
+        arg(&args, name).map(|l| l.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+    };
+    let rates: Vec<u64> = match list("--rates") {
+        Some(rates) => rates,
         None if quick => vec![1_000],
         None => vec![10_000, 100_000],
     };
+    // `--broker-rates`: other rates for the pipeline through the broker.
+    let broker_rates = list("--broker-rates").unwrap_or_else(|| rates.clone());
     let seconds: u64 = arg(&args, "--seconds")
         .and_then(|s| s.parse().ok())
         .unwrap_or(if quick { 2 } else { 10 });
@@ -520,7 +523,7 @@ fn main() {
                 Box::new(move |name: &str| m.create_topic(name, 1, 1).expect("topic")),
             )
         };
-    for &rate in &rates {
+    for &rate in &broker_rates {
         let f = through_broker(&brokers, create.as_ref(), rate, seconds);
         print(label, rate, &f);
         let floor = broker_floor(&brokers, create.as_ref(), rate, seconds);
