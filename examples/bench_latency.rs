@@ -6,6 +6,7 @@
 //! cargo run --release --example bench_latency -- --quick      # 1 k events/s for 2 s, mock cluster (used by the test script)
 //! cargo run --release --example bench_latency -- --rates 10000,50000 --seconds 20
 //! cargo run --release --example bench_latency -- --broker-rates 1000,10000  # other rates through the broker
+//! cargo run --release --example bench_latency -- --linger-ms 1   # the events' producer batches for 1 ms
 //! cargo run --release --example bench_latency -- --brokers 127.0.0.1:9092   # an already running broker
 //! ```
 //!
@@ -82,6 +83,15 @@ fn cpu_seconds() -> f64 {
     };
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 here.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// What the Kafka producer of the events sends: `rate` events per second
+/// for `seconds`, batched for up to `linger_ms` (its `linger.ms`).
+#[derive(Clone, Copy)]
+struct Feed {
+    rate: u64,
+    seconds: u64,
+    linger_ms: u64,
 }
 
 /// Latency figures of one run.
@@ -241,7 +251,8 @@ fn in_process(rate: u64, seconds: u64) -> Figures {
 }
 
 /// Kafka → count per key → Kafka at `rate` events/s for `seconds`.
-fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: u64) -> Figures {
+fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Figures {
+    let rate = feed.rate;
     let tmp = tempfile::tempdir().expect("temp dir");
     let input = format!("latency-events-{rate}");
     let output = format!("latency-counts-{rate}");
@@ -315,9 +326,8 @@ fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds
         arrivals
     });
 
-    let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &input, rate, seconds, |n| {
-        Some(format!("k{}", n % KEYS))
-    });
+    let (sent_at, measured_at, cpu_at) =
+        produce_paced(brokers, &input, feed, |n| Some(format!("k{}", n % KEYS)));
     let total = sent_at.len() as u64;
     // Until every event is counted (or 30 s pass).
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -355,19 +365,23 @@ fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds
 }
 
 /// Sends events 0.. to `topic` at `rate` per second for `seconds` (those
-/// due every millisecond, linger 0; the value is the event's number, the
+/// due every millisecond, with the feed's linger; the value is the event's number, the
 /// key `key(n)`), then flushes. Returns when each event was sent, when the
 /// measured seconds began and the process's CPU seconds then.
 fn produce_paced(
     brokers: &str,
     topic: &str,
-    rate: u64,
-    seconds: u64,
+    feed: Feed,
     key: impl Fn(u64) -> Option<String>,
 ) -> (Vec<Instant>, Instant, f64) {
+    let Feed {
+        rate,
+        seconds,
+        linger_ms,
+    } = feed;
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
-        .set("linger.ms", "0")
+        .set("linger.ms", linger_ms.to_string())
         .create()
         .expect("producer");
     let t0 = Instant::now();
@@ -417,7 +431,8 @@ fn produce_paced(
 /// at `rate` per second for `seconds` exactly as `through_broker` sends
 /// them, received by a consumer configured like its measuring consumer
 /// (fetch wait 1 ms). One trip through the broker; the pipeline makes two.
-fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: u64) -> Figures {
+fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Figures {
+    let (rate, seconds) = (feed.rate, feed.seconds);
     let topic = format!("latency-floor-{rate}");
     create_topic(&topic);
     let consumer: BaseConsumer = ClientConfig::new()
@@ -454,7 +469,7 @@ fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), rate: u64, seconds: 
         }
         arrived
     });
-    let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &topic, rate, seconds, |_| None);
+    let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &topic, feed, |_| None);
     let deadline = Instant::now() + Duration::from_secs(30);
     while received.load(Ordering::SeqCst) < total && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
@@ -523,10 +538,23 @@ fn main() {
                 Box::new(move |name: &str| m.create_topic(name, 1, 1).expect("topic")),
             )
         };
+    // `--linger-ms N`: the events' producer batches for up to N ms (0: each
+    // event is sent at once, in its own request).
+    let linger_ms: u64 = arg(&args, "--linger-ms")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if linger_ms > 0 {
+        println!("(the events' producer: linger.ms = {linger_ms}, counted in the latency)");
+    }
     for &rate in &broker_rates {
-        let f = through_broker(&brokers, create.as_ref(), rate, seconds);
+        let feed = Feed {
+            rate,
+            seconds,
+            linger_ms,
+        };
+        let f = through_broker(&brokers, create.as_ref(), feed);
         print(label, rate, &f);
-        let floor = broker_floor(&brokers, create.as_ref(), rate, seconds);
+        let floor = broker_floor(&brokers, create.as_ref(), feed);
         print("  the broker alone, one hop", rate, &floor);
     }
 }

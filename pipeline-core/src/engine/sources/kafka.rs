@@ -1004,6 +1004,25 @@ impl KafkaSource {
     /// `start` or the partitions are due to be listed again, then returns
     /// what arrives within `timeout` (everything already fetched, without
     /// waiting, once one message is there).
+    /// Assigns the consumer to `partitions`, each from its offset in `from`
+    /// (a partition `from` does not know was added later: from its start).
+    fn assign_live(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+        from: &PartitionOffsets,
+    ) -> Result<()> {
+        let positions: PartitionOffsets = partitions
+            .iter()
+            .map(|tp| (tp.clone(), from.get(tp).copied().unwrap_or(0)))
+            .collect();
+        self.assign_at(&positions)?;
+        self.live = Some(LiveAssignment {
+            positions,
+            listed: Instant::now(),
+        });
+        Ok(())
+    }
+
     fn read_live(
         &mut self,
         start: Option<&Offset>,
@@ -1024,16 +1043,17 @@ impl KafkaSource {
         });
         if !stands {
             let partitions = self.partitions()?;
-            let mut positions = PartitionOffsets::new();
-            for tp in &partitions {
-                // A partition the offsets do not know was added later: from its start.
-                positions.insert(tp.clone(), from.get(tp).copied().unwrap_or(0));
+            // Listed again and nothing changed: the assignment stands (assigning
+            // again would restart every fetch, a latency spike).
+            if let Some(live) = self.live.as_mut().filter(|l| {
+                l.positions.len() == partitions.len()
+                    && partitions.iter().all(|tp| l.positions.contains_key(tp))
+                    && from.iter().all(|(tp, o)| l.positions.get(tp) == Some(o))
+            }) {
+                live.listed = Instant::now();
+            } else {
+                self.assign_live(&partitions, &from)?;
             }
-            self.assign_at(&positions)?;
-            self.live = Some(LiveAssignment {
-                positions,
-                listed: Instant::now(),
-            });
         }
         let deadline = Instant::now() + timeout;
         let mut out = RowBuilder::new(self.schema.clone());
