@@ -166,7 +166,7 @@ mod tests {
         ]));
         let path = dir.join("t.parquet");
         let props = WriterProperties::builder()
-            .set_max_row_group_size(1000)
+            .set_max_row_group_row_count(Some(1000))
             .build();
         let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), schema.clone(), Some(props))
             .unwrap();
@@ -187,6 +187,19 @@ mod tests {
         path
     }
 
+    fn decode<R: ChunkReader + 'static>(
+        b: ParquetRecordBatchReaderBuilder<R>,
+        roots: &[usize],
+        row_groups: &Option<Vec<usize>>,
+    ) -> Vec<RecordBatch> {
+        let mask = ProjectionMask::roots(b.parquet_schema(), roots.iter().copied());
+        let mut b = b.with_projection(mask);
+        if let Some(rg) = row_groups {
+            b = b.with_row_groups(rg.clone());
+        }
+        b.build().unwrap().map(|r| r.unwrap()).collect()
+    }
+
     #[test]
     fn reads_only_projected_chunks_and_decodes_the_same_rows() {
         let dir = tempfile::tempdir().unwrap();
@@ -203,22 +216,19 @@ mod tests {
             let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), len);
             assert!(plan.bytes() <= len);
             let chunks = plan.read(&file).unwrap();
-            let decode = |b: ParquetRecordBatchReaderBuilder<_>| -> Vec<RecordBatch> {
-                let mask = ProjectionMask::roots(b.parquet_schema(), roots.iter().copied());
-                let mut b = b.with_projection(mask);
-                if let Some(rg) = &row_groups {
-                    b = b.with_row_groups(rg.clone());
-                }
-                b.build().unwrap().map(|r| r.unwrap()).collect()
-            };
-            let sparse = decode(ParquetRecordBatchReaderBuilder::new_with_metadata(
-                chunks,
-                meta.clone(),
-            ));
-            let whole = decode(ParquetRecordBatchReaderBuilder::new_with_metadata(
-                File::open(&path).unwrap(),
-                meta.clone(),
-            ));
+            let sparse = decode(
+                ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta.clone()),
+                &roots,
+                &row_groups,
+            );
+            let whole = decode(
+                ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    File::open(&path).unwrap(),
+                    meta.clone(),
+                ),
+                &roots,
+                &row_groups,
+            );
             assert_eq!(sparse, whole, "roots {roots:?}, row groups {row_groups:?}");
         }
         // One column of three is well under the whole file.
