@@ -170,13 +170,15 @@ mod tests {
             .build();
         let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), schema.clone(), Some(props))
             .unwrap();
-        let n = 2500i64;
+        let n = 3000i64;
         let batch = RecordBatch::try_new(
             schema,
             vec![
                 Arc::new(Int64Array::from_iter_values(0..n)),
+                // ~100 bytes each: column b's chunks keep a's and c's
+                // farther apart than MERGE_GAP.
                 Arc::new(StringArray::from_iter_values(
-                    (0..n).map(|i| format!("s{i}")),
+                    (0..n).map(|i| format!("s{i:0>100}")),
                 )),
                 Arc::new(Int64Array::from_iter_values((0..n).map(|i| i * 2))),
             ],
@@ -231,9 +233,20 @@ mod tests {
             );
             assert_eq!(sparse, whole, "roots {roots:?}, row groups {row_groups:?}");
         }
-        // One column of three is well under the whole file.
+        // Column c alone: its three chunks, read as three ranges (b's
+        // chunks between them are wider than MERGE_GAP).
+        let chunk = |rg: usize, col: usize| {
+            let (start, len) = meta.metadata().row_group(rg).column(col).byte_range();
+            (start, start + len)
+        };
+        assert!(chunk(0, 1).1 - chunk(0, 1).0 > MERGE_GAP);
         let one = ChunkPlan::new(meta.metadata(), &[2], None, len);
-        assert!(one.bytes() * 2 < len, "{} of {len} bytes", one.bytes());
+        assert_eq!(one.ranges, vec![chunk(0, 2), chunk(1, 2), chunk(2, 2)]);
+        // a and c of row group 1: two ranges; a and b are adjacent: one.
+        let two = ChunkPlan::new(meta.metadata(), &[0, 2], Some(&[1]), len);
+        assert_eq!(two.ranges, vec![chunk(1, 0), chunk(1, 2)]);
+        let ab = ChunkPlan::new(meta.metadata(), &[0, 1], Some(&[1]), len);
+        assert_eq!(ab.ranges, vec![(chunk(1, 0).0, chunk(1, 1).1)]);
     }
 
     #[test]
