@@ -37,9 +37,11 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
 use super::leaf::SlotTable;
+use super::time_keyed::TimeKeyed;
 use super::watermark::timestamp_micros;
 use super::{
-    map_batches, poll_once, run_partitioned, BatchContext, OpFailure, StateOperatorProgress,
+    map_batches, poll_once, run_partitioned, split_rows, BatchContext, OpFailure,
+    StateOperatorProgress, MIN_ROWS_FOR_THREADS,
 };
 use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, Result};
@@ -99,6 +101,8 @@ pub(crate) struct AggregateOp {
     prepared_schema: SchemaRef,
     partial_schema: SchemaRef,
     partial: Arc<dyn ExecutionPlan>,
+    /// The faster partial aggregation by a time key, when it applies.
+    time_keyed: Option<TimeKeyed>,
     partitions: usize,
     aggs: Vec<Arc<AggregateFunctionExpr>>,
     /// Each aggregate's number of partial-state columns.
@@ -281,6 +285,11 @@ impl AggregateOp {
                 e.strip_backtrace()
             ))
         })?;
+        let time_keyed = if session.is_none() {
+            TimeKeyed::new(&partial)
+        } else {
+            None
+        };
         let aggs = first.aggr_expr().to_vec();
         let state_widths = aggs
             .iter()
@@ -341,6 +350,7 @@ impl AggregateOp {
             prepared_schema,
             partial_schema,
             partial: Arc::new(partial),
+            time_keyed,
             partitions,
             aggs,
             state_widths,
@@ -473,9 +483,16 @@ impl AggregateOp {
         let new = if prepared.is_empty() {
             RecordBatch::new_empty(self.state_schema.clone())
         } else {
-            let parts = run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
-                .await
-                .map_err(|e| fail(&e.strip_backtrace()))?;
+            let fast = match &self.time_keyed {
+                Some(tk) => self.run_time_keyed(tk, &prepared).map_err(|e| fail(&e))?,
+                None => None,
+            };
+            let parts = match fast {
+                Some(parts) => parts,
+                None => run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
+                    .await
+                    .map_err(|e| fail(&e.strip_backtrace()))?,
+            };
             let partial = concat_batches(&self.partial_schema, &parts).map_err(|e| fail(&e))?;
             self.with_session_end(partial).map_err(|e| fail(&e))?
         };
@@ -578,6 +595,41 @@ impl AggregateOp {
         };
         self.pending = Some((upserts, removed));
         Ok((outputs, late_rows))
+    }
+
+    /// The partial aggregation by a time key (`TimeKeyed`) of `rows`, split
+    /// across the partitions' threads when there are enough; None when it
+    /// does not apply to these rows.
+    fn run_time_keyed(
+        &self,
+        tk: &TimeKeyed,
+        rows: &[RecordBatch],
+    ) -> std::result::Result<Option<Vec<RecordBatch>>, OpFailure> {
+        let total: usize = rows.iter().map(|b| b.num_rows()).sum();
+        let threads = if total >= MIN_ROWS_FOR_THREADS {
+            self.partitions
+        } else {
+            1
+        };
+        let parts = split_rows(rows.to_vec(), threads);
+        let results: Vec<std::result::Result<Option<RecordBatch>, OpFailure>> = if threads == 1 {
+            parts.iter().map(|p| tk.run(p)).collect()
+        } else {
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = parts.iter().map(|p| sc.spawn(move || tk.run(p))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(OpFailure(
+                                "a partial aggregation failed unexpectedly".into(),
+                            ))
+                        })
+                    })
+                    .collect()
+            })
+        };
+        results.into_iter().collect()
     }
 
     /// Splits state-schema rows by the hash of their partition keys (every
@@ -1131,7 +1183,8 @@ fn deepest_aggregate(plan: &Arc<dyn ExecutionPlan>) -> Option<&AggregateExec> {
     plan.downcast_ref::<AggregateExec>()
 }
 
-fn accumulator(
+/// A group accumulator for `a` (DataFusion's adapter when it has none).
+pub(crate) fn accumulator(
     a: &Arc<AggregateFunctionExpr>,
 ) -> datafusion::error::Result<Box<dyn GroupsAccumulator>> {
     if a.groups_accumulator_supported() {

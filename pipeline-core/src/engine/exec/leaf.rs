@@ -121,6 +121,11 @@ impl SlotExec {
         })
     }
 
+    /// The slot table's columns this scan returns (None: all, in order).
+    pub(crate) fn projection(&self) -> Option<&[usize]> {
+        self.projection.as_deref()
+    }
+
     /// True when the slot passes its rows on unchanged (no projection).
     pub(crate) fn is_identity(&self) -> bool {
         self.projection.is_none()

@@ -64,6 +64,7 @@ mod aggregate;
 mod dedup;
 mod join;
 mod leaf;
+mod time_keyed;
 pub mod watermark;
 
 use std::collections::HashMap;
@@ -848,7 +849,7 @@ pub(crate) fn batch_in_schema(
 
 /// Below this many rows [`map_batches`] stays on the calling thread:
 /// starting threads costs more than it saves on one file's rows.
-const MIN_ROWS_FOR_THREADS: usize = 256 * 1024;
+pub(crate) const MIN_ROWS_FOR_THREADS: usize = 256 * 1024;
 
 /// `f` applied to every batch, in order: on up to `threads` threads, each
 /// taking a contiguous run of about the same number of rows, when there are

@@ -1,0 +1,197 @@
+//! The partial aggregation of a batch grouped by a time key (a window's
+//! start) and other keys, faster than a general multi-column grouping.
+//!
+//! DataFusion's grouping of several columns hashes and compares every key
+//! column of every row. Grouping by a window almost always pairs a 64-bit
+//! time key with a few low-cardinality keys (a service, a level), and event
+//! times arrive mostly in order. Here the other keys are interned alone
+//! (DataFusion's group values, one id per distinct combination), and each
+//! row's group is found from (time key, other id): first in a one-entry
+//! cache per other id (the last time key seen with it, which holds while
+//! the rows stay in one window), else in a hash map. The aggregates are
+//! DataFusion's own group accumulators, updated with those group indices,
+//! so the partial state rows are the same as `AggregateExec` in partial mode
+//! produces (their order may differ). Rows with a null time key fall back to
+//! the general path (the caller's).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array};
+use arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::HashMap;
+use datafusion::logical_expr::EmitTo;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::aggregates::group_values::new_group_values;
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::leaf::SlotExec;
+use super::OpFailure;
+
+/// How a partial aggregation grouped by a time key runs, when it can.
+#[derive(Debug)]
+pub(crate) struct TimeKeyed {
+    /// The slot's projection (columns of the prepared batch the aggregate reads).
+    projection: Option<Vec<usize>>,
+    /// Each grouping key's column in the projected batch.
+    key_columns: Vec<usize>,
+    /// Which key is the time key.
+    time_key: usize,
+    aggs: Vec<Arc<AggregateFunctionExpr>>,
+    /// The partial aggregation's output schema (keys, then states).
+    output_schema: SchemaRef,
+    /// The schema of the other keys.
+    others_schema: SchemaRef,
+}
+
+impl TimeKeyed {
+    /// The fast path for `partial` (an `AggregateExec` in partial mode over
+    /// a slot), or None when it does not apply: a grouping set, an
+    /// aggregate filter, a key that is not a plain column, or no 64-bit
+    /// time key.
+    pub(crate) fn new(partial: &AggregateExec) -> Option<TimeKeyed> {
+        let slot = partial.input().downcast_ref::<SlotExec>()?;
+        let group_by = partial.group_expr();
+        if !group_by.is_single() || partial.filter_expr().iter().any(|f| f.is_some()) {
+            return None;
+        }
+        let key_columns: Vec<usize> = group_by
+            .expr()
+            .iter()
+            .map(|(e, _)| e.downcast_ref::<Column>().map(|c| c.index()))
+            .collect::<Option<_>>()?;
+        // A time key and at least one other (a single key has DataFusion's
+        // own fast grouping).
+        if key_columns.len() < 2 {
+            return None;
+        }
+        let input_schema = partial.input().schema();
+        let time_key = key_columns
+            .iter()
+            .position(|&c| matches!(input_schema.field(c).data_type(), DataType::Timestamp(..)))?;
+        let others_schema = Arc::new(arrow::datatypes::Schema::new(
+            key_columns
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != time_key)
+                .map(|(_, &c)| input_schema.field(c).clone())
+                .collect::<Vec<_>>(),
+        ));
+        Some(TimeKeyed {
+            projection: slot.projection().map(|p| p.to_vec()),
+            key_columns,
+            time_key,
+            aggs: partial.aggr_expr().to_vec(),
+            output_schema: partial.schema(),
+            others_schema,
+        })
+    }
+
+    /// The partial aggregation of `batches` (prepared rows), or None when a
+    /// batch has a null time key (then the general path runs).
+    pub(crate) fn run(
+        &self,
+        batches: &[RecordBatch],
+    ) -> std::result::Result<Option<RecordBatch>, OpFailure> {
+        let mut others = new_group_values(self.others_schema.clone(), &GroupOrdering::None)?;
+        let mut accs = self
+            .aggs
+            .iter()
+            .map(super::aggregate::accumulator)
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        // (time key, other id) of each group, the map back, and per other
+        // id the last (time key, group) seen.
+        let mut groups: Vec<(i64, u32)> = Vec::new();
+        let mut index: HashMap<(i64, u32), u32> = HashMap::new();
+        let mut last: Vec<(i64, u32)> = Vec::new();
+        let mut other_ids: Vec<usize> = Vec::new();
+        let mut group_ids: Vec<usize> = Vec::new();
+        for batch in batches {
+            let batch = match &self.projection {
+                Some(p) => batch.project(p)?,
+                None => batch.clone(),
+            };
+            let n = batch.num_rows();
+            let time = batch.column(self.key_columns[self.time_key]);
+            if time.null_count() > 0 {
+                return Ok(None);
+            }
+            let time: Int64Array = arrow::compute::cast(time, &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone();
+            let cols: Vec<ArrayRef> = self
+                .key_columns
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != self.time_key)
+                .map(|(_, &c)| batch.column(c).clone())
+                .collect();
+            other_ids.clear();
+            others.intern(&cols, &mut other_ids)?;
+            group_ids.clear();
+            group_ids.reserve(n);
+            for (&t, &id) in time.values().iter().zip(&other_ids) {
+                if id >= last.len() {
+                    last.resize(id + 1, (0, u32::MAX));
+                }
+                let (lt, lg) = last[id];
+                let g = if lg != u32::MAX && lt == t {
+                    lg
+                } else {
+                    let key = (t, id as u32);
+                    let g = *index.entry(key).or_insert_with(|| {
+                        groups.push(key);
+                        (groups.len() - 1) as u32
+                    });
+                    last[id] = (t, g);
+                    g
+                };
+                group_ids.push(g as usize);
+            }
+            for (acc, agg) in accs.iter_mut().zip(&self.aggs) {
+                let values = agg
+                    .expressions()
+                    .iter()
+                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                acc.update_batch(&values, &group_ids, None, groups.len())?;
+            }
+        }
+        // Keys in the grouping's order, then each aggregate's state.
+        let time_type = self.output_schema.field(self.time_key).data_type().clone();
+        let time_column: ArrayRef = arrow::compute::cast(
+            &Int64Array::from_iter_values(groups.iter().map(|g| g.0)),
+            &time_type,
+        )?;
+        let ids = UInt32Array::from_iter_values(groups.iter().map(|g| g.1));
+        let mut other_columns = others
+            .emit(EmitTo::All)?
+            .iter()
+            .map(|v| arrow::compute::take(v, &ids, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?
+            .into_iter();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.output_schema.fields().len());
+        for k in 0..self.key_columns.len() {
+            if k == self.time_key {
+                columns.push(time_column.clone());
+            } else {
+                columns.push(
+                    other_columns
+                        .next()
+                        .ok_or_else(|| OpFailure("a grouping key is missing".into()))?,
+                );
+            }
+        }
+        for acc in accs.iter_mut() {
+            columns.extend(acc.state(EmitTo::All)?);
+        }
+        Ok(Some(RecordBatch::try_new_with_options(
+            self.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(groups.len())),
+        )?))
+    }
+}
