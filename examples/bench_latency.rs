@@ -284,18 +284,7 @@ fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Fig
     let (stop, handle) = start(&p, tmp.path(), "latency_counts");
 
     // The measuring consumer: (key, count) → when it arrived.
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("latency-{rate}"))
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "1")
-        .create()
-        .expect("consumer");
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(&output, 0, rdkafka::Offset::Beginning)
-        .expect("partition");
-    consumer.assign(&tpl).expect("assign");
+    let consumer = measuring_consumer(brokers, &format!("latency-{rate}"), &output);
     let done = Arc::new(AtomicBool::new(false));
     let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (done_reading, counted_by_reader) = (done.clone(), counted.clone());
@@ -330,10 +319,7 @@ fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Fig
         produce_paced(brokers, &input, feed, |n| Some(format!("k{}", n % KEYS)));
     let total = sent_at.len() as u64;
     // Until every event is counted (or 30 s pass).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while counted.load(Ordering::SeqCst) < total && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for(&counted, total);
     let cpu = (cpu_seconds() - cpu_at) / measured_at.elapsed().as_secs_f64();
     done.store(true, Ordering::SeqCst);
     let arrivals = reader.join().expect("reader");
@@ -362,6 +348,32 @@ fn through_broker(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Fig
         delivered[k as usize] = delivered[k as usize].max(c);
     }
     figures(latencies, cpu)
+}
+
+/// A consumer of partition 0 of `topic` from its start, fetching with a
+/// 1 ms wait: what measures a delivery.
+fn measuring_consumer(brokers: &str, group: &str, topic: &str) -> BaseConsumer {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "1")
+        .create()
+        .expect("consumer");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning)
+        .expect("partition");
+    consumer.assign(&tpl).expect("assign");
+    consumer
+}
+
+/// Waits until `counter` reaches `total`, at most 30 s.
+fn wait_for(counter: &std::sync::atomic::AtomicU64, total: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counter.load(Ordering::SeqCst) < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Sends events 0.. to `topic` at `rate` per second for `seconds` (those
@@ -435,17 +447,7 @@ fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Figur
     let (rate, seconds) = (feed.rate, feed.seconds);
     let topic = format!("latency-floor-{rate}");
     create_topic(&topic);
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("latency-floor-{rate}"))
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "1")
-        .create()
-        .expect("consumer");
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Beginning)
-        .expect("partition");
-    consumer.assign(&tpl).expect("assign");
+    let consumer = measuring_consumer(brokers, &format!("latency-floor-{rate}"), &topic);
     let total = rate * seconds;
     let done = Arc::new(AtomicBool::new(false));
     let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -470,10 +472,7 @@ fn broker_floor(brokers: &str, create_topic: &dyn Fn(&str), feed: Feed) -> Figur
         arrived
     });
     let (sent_at, measured_at, cpu_at) = produce_paced(brokers, &topic, feed, |_| None);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while received.load(Ordering::SeqCst) < total && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for(&received, total);
     let cpu = (cpu_seconds() - cpu_at) / measured_at.elapsed().as_secs_f64();
     done.store(true, Ordering::SeqCst);
     let arrived = reader.join().expect("reader");

@@ -40,7 +40,7 @@ use super::leaf::SlotTable;
 use super::time_keyed::TimeKeyed;
 use super::watermark::timestamp_micros;
 use super::{
-    map_batches, poll_once, run_partitioned, split_rows, BatchContext, OpFailure,
+    map_batches, on_threads, poll_once, run_partitioned, split_rows, BatchContext, OpFailure,
     StateOperatorProgress, MIN_ROWS_FOR_THREADS,
 };
 use crate::engine::state::{StateChanges, StateStore};
@@ -529,22 +529,15 @@ impl AggregateOp {
                     .map(|(st, nw)| this.merge_part(st, nw, ctx))
                     .collect()
             } else {
-                std::thread::scope(|sc| {
-                    let handles: Vec<_> = this
-                        .state
-                        .iter()
-                        .zip(&parts_new)
-                        .map(|(st, nw)| sc.spawn(move || this.merge_part(st, nw, ctx)))
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                Err(OpFailure("a state partition failed unexpectedly".into()))
-                            })
+                let pairs: Vec<_> = this.state.iter().zip(&parts_new).collect();
+                on_threads(&pairs, |(st, nw)| this.merge_part(st, nw, ctx))
+                    .into_iter()
+                    .map(|r| {
+                        r.unwrap_or_else(|_| {
+                            Err(OpFailure("a state partition failed unexpectedly".into()))
                         })
-                        .collect()
-                })
+                    })
+                    .collect()
             };
         let mut outputs = Vec::new();
         let mut states = Vec::new();
@@ -615,19 +608,16 @@ impl AggregateOp {
         let results: Vec<std::result::Result<Option<RecordBatch>, OpFailure>> = if threads == 1 {
             parts.iter().map(|p| tk.run(p)).collect()
         } else {
-            std::thread::scope(|sc| {
-                let handles: Vec<_> = parts.iter().map(|p| sc.spawn(move || tk.run(p))).collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(OpFailure(
-                                "a partial aggregation failed unexpectedly".into(),
-                            ))
-                        })
+            on_threads(&parts, |p| tk.run(p))
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|_| {
+                        Err(OpFailure(
+                            "a partial aggregation failed unexpectedly".into(),
+                        ))
                     })
-                    .collect()
-            })
+                })
+                .collect()
         };
         results.into_iter().collect()
     }

@@ -876,19 +876,22 @@ pub(crate) fn map_batches<T: Send>(
     if start < batches.len() {
         runs.push(&batches[start..]);
     }
+    on_threads(&runs, |run| run.iter().map(&f).collect::<Vec<T>>())
+        .into_iter()
+        .flat_map(|r| r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        .collect()
+}
+
+/// `f` applied to every item, each on its own scoped thread; the results
+/// in order (`Err` for an item whose thread panicked).
+pub(crate) fn on_threads<I: Sync, T: Send>(
+    items: &[I],
+    f: impl Fn(&I) -> T + Sync,
+) -> Vec<std::thread::Result<T>> {
     let f = &f;
     std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| s.spawn(move || run.iter().map(f).collect::<Vec<T>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| match h.join() {
-                Ok(v) => v,
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
+        let handles: Vec<_> = items.iter().map(|i| s.spawn(move || f(i))).collect();
+        handles.into_iter().map(|h| h.join()).collect()
     })
 }
 

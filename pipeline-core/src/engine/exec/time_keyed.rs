@@ -162,10 +162,10 @@ impl TimeKeyed {
         }
         // Keys in the grouping's order, then each aggregate's state.
         let time_type = self.output_schema.field(self.time_key).data_type().clone();
-        let time_column: ArrayRef = arrow::compute::cast(
+        let mut time_column: Option<ArrayRef> = Some(arrow::compute::cast(
             &Int64Array::from_iter_values(groups.iter().map(|g| g.0)),
             &time_type,
-        )?;
+        )?);
         let ids = UInt32Array::from_iter_values(groups.iter().map(|g| g.1));
         let mut other_columns = others
             .emit(EmitTo::All)?
@@ -175,15 +175,12 @@ impl TimeKeyed {
             .into_iter();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.output_schema.fields().len());
         for k in 0..self.key_columns.len() {
-            if k == self.time_key {
-                columns.push(time_column.clone());
+            let column = if k == self.time_key {
+                time_column.take()
             } else {
-                columns.push(
-                    other_columns
-                        .next()
-                        .ok_or_else(|| OpFailure("a grouping key is missing".into()))?,
-                );
-            }
+                other_columns.next()
+            };
+            columns.push(column.ok_or_else(|| OpFailure("a grouping key is missing".into()))?);
         }
         for acc in accs.iter_mut() {
             columns.extend(acc.state(EmitTo::All)?);

@@ -1000,10 +1000,6 @@ impl KafkaSource {
 }
 
 impl KafkaSource {
-    /// Real-time reads: (re)assigns the consumer when it does not stand at
-    /// `start` or the partitions are due to be listed again, then returns
-    /// what arrives within `timeout` (everything already fetched, without
-    /// waiting, once one message is there).
     /// Assigns the consumer to `partitions`, each from its offset in `from`
     /// (a partition `from` does not know was added later: from its start).
     fn assign_live(
@@ -1023,6 +1019,10 @@ impl KafkaSource {
         Ok(())
     }
 
+    /// Real-time reads: (re)assigns the consumer when it does not stand at
+    /// `start` or the partitions are due to be listed again, then returns
+    /// what arrives within `timeout` (everything already fetched, without
+    /// waiting, once one message is there).
     fn read_live(
         &mut self,
         start: Option<&Offset>,
