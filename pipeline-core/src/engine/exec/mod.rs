@@ -64,6 +64,7 @@ mod aggregate;
 mod dedup;
 mod join;
 mod leaf;
+mod string_ids;
 mod time_keyed;
 pub mod watermark;
 

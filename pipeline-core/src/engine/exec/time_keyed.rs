@@ -5,7 +5,8 @@
 //! column of every row. Grouping by a window almost always pairs a 64-bit
 //! time key with a few low-cardinality keys (a service, a level), and event
 //! times arrive mostly in order. Here the other keys are interned alone
-//! (DataFusion's group values, one id per distinct combination), and each
+//! (DataFusion's group values, one id per distinct combination; a single
+//! string key through [`StringIds`]' cache first), and each
 //! row's group is found from (time key, other id): first in a one-entry
 //! cache per other id (the last time key seen with it, which holds while
 //! the rows stay in one window), else in a hash map. The aggregates are
@@ -29,6 +30,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::leaf::SlotExec;
+use super::string_ids::StringIds;
 use super::OpFailure;
 
 /// How a partial aggregation grouped by a time key runs, when it can.
@@ -108,6 +110,7 @@ impl TimeKeyed {
         let mut index: HashMap<(i64, u32), u32> = HashMap::new();
         let mut last: Vec<(i64, u32)> = Vec::new();
         let mut other_ids: Vec<usize> = Vec::new();
+        let mut strings = StringIds::new();
         let mut group_ids: Vec<usize> = Vec::new();
         for batch in batches {
             let batch = match &self.projection {
@@ -130,7 +133,12 @@ impl TimeKeyed {
                 .map(|(_, &c)| batch.column(c).clone())
                 .collect();
             other_ids.clear();
-            others.intern(&cols, &mut other_ids)?;
+            match cols.as_slice() {
+                [one] if one.data_type() == &DataType::Utf8 => {
+                    strings.intern(one.as_string::<i32>(), others.as_mut(), &mut other_ids)?
+                }
+                _ => others.intern(&cols, &mut other_ids)?,
+            }
             group_ids.clear();
             group_ids.reserve(n);
             for (&t, &id) in time.values().iter().zip(&other_ids) {
