@@ -10,9 +10,8 @@
 //! picks the slot; the word and the length are compared exactly). The
 //! first misses of a batch are interned as they are met; later ones (and
 //! longer values, nulls) go to the group values in one call at the end of
-//! the batch, and then fill the table. After a batch
-//! of which most rows missed (many distinct values), later batches are
-//! interned directly.
+//! the batch, and then fill the table. After a batch of which most rows
+//! missed (many distinct values), later batches are interned directly.
 
 use std::sync::Arc;
 
@@ -70,7 +69,8 @@ impl StringIds {
     }
 
     /// Sets `ids` to the group id of each row of `column` in `groups`
-    /// (interning the values not seen before), as `groups.intern` would.
+    /// (interning the values not seen before): the same grouping as
+    /// `groups.intern`, though new values may be numbered in another order.
     pub(crate) fn intern(
         &mut self,
         column: &StringArray,
@@ -202,8 +202,8 @@ mod tests {
         new_group_values(schema, &GroupOrdering::None).expect("group values")
     }
 
-    /// The ids equal those of interning every row directly, batch after
-    /// batch, for few values, many values (the cache turns itself off after
+    /// The ids group the rows exactly as interning every row directly does,
+    /// batch after batch, for few values, many values (the cache turns itself off after
     /// the first batch), nulls, and values that differ only past their
     /// first 8 bytes.
     #[test]
