@@ -90,11 +90,12 @@ impl StringIds {
         let mut eager_left = EAGER_MISSES;
         let mut single = Vec::with_capacity(1);
         for (i, (id, w)) in ids.iter_mut().zip(offsets.windows(2)).enumerate() {
-            if nulls.is_some_and(|n| n.is_null(i)) {
-                self.misses.push(i as u32);
-                continue;
-            }
-            let Some(key) = short(values, w[0] as usize, w[1] as usize) else {
+            // Nulls and long values are never cached.
+            let key = match nulls.is_some_and(|n| n.is_null(i)) {
+                true => None,
+                false => short(values, w[0] as usize, w[1] as usize),
+            };
+            let Some(key) = key else {
                 self.misses.push(i as u32);
                 continue;
             };
