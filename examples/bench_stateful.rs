@@ -4,6 +4,7 @@
 //! cargo run --release --example bench_stateful             # 5 M events in 50 files, 3 runs, medians
 //! cargo run --release --example bench_stateful -- --quick  # 100 k events, 1 run (used by the test script)
 //! cargo run --release --example bench_stateful -- --only Parquet  # the workloads whose label contains "Parquet"
+//! cargo run --release --example bench_stateful -- --spark  # then Spark on the same workloads, ratios against it
 //! ```
 //!
 //! Workloads (available-now, one run = one fresh checkpoint and table):
@@ -17,7 +18,11 @@
 //! Spark local[2] on this kind of machine (../shared/reference/SEMANTICS.md
 //! §8): windowed count 1.2 M rows/s from JSON, 3.3 M rows/s from Parquet, in
 //! one micro-batch. The ratios printed are against Spark on the same
-//! workload, as `tests/spark/bench_stateful.py` measured it here.
+//! workload, as `tests/spark/bench_stateful.py` measured it here on
+//! 2026-11-30; with `--spark` that script runs after ours (same workloads,
+//! same data, PySpark from `$PIPELINES_PYTHON`, else
+//! `~/.cache/pipelines-venv/bin/python`) and the ratios are against what it
+//! measured now, on this machine.
 
 #[path = "support/bench_data.rs"]
 #[allow(dead_code)]
@@ -105,6 +110,67 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
     Ok((secs, p.num_rows_total, p.memory_used_bytes))
 }
 
+/// Spark local[2]'s median seconds per workload label, measured now by
+/// `tests/spark/bench_stateful.py` on the same data.
+fn spark_now(
+    root: &Path,
+    only: Option<&str>,
+    runs: usize,
+    events: u64,
+) -> Result<std::collections::HashMap<String, f64>> {
+    let python = std::env::var_os("PIPELINES_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pipelines-venv/bin/python")
+        });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_stateful.py");
+    let mut cmd = std::process::Command::new(&python);
+    cmd.arg(&script)
+        .args(["--runs", &runs.to_string(), "--events", &events.to_string()])
+        .env("SPARK_LOCAL_IP", "127.0.0.1")
+        .env("TZ", "UTC")
+        .env("BENCH_DIR", root);
+    if let Some(o) = only {
+        cmd.args(["--only", o]);
+    }
+    let out = cmd.output().map_err(|e| {
+        dp::Error::runtime(format!(
+            "cannot run {} (set PIPELINES_PYTHON to a Python with PySpark): {e}",
+            python.display()
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(dp::Error::runtime(format!(
+            "{} failed: {}{}",
+            script.display(),
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    print!("{text}");
+    let mut secs = std::collections::HashMap::new();
+    for line in text.lines() {
+        for label in LABELS {
+            if let Some(rest) = line.strip_prefix(label) {
+                if let Some(s) = rest.split_whitespace().next().and_then(|t| t.parse().ok()) {
+                    secs.insert(label.to_string(), s);
+                }
+            }
+        }
+    }
+    Ok(secs)
+}
+
+/// The windowed-count workloads, as both benchmarks label them.
+const LABELS: [&str; 4] = [
+    "JSON, one batch",
+    "JSON, one file per batch",
+    "Parquet, one batch",
+    "Parquet, one file per batch",
+];
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -124,8 +190,11 @@ fn main() -> Result<()> {
     let work = root.join("work-stateful");
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
 
-    println!("windowed count with watermark          median s   rows/s        batches  windows  vs Spark local[2]");
-    let report = |label: &str,
+    let spark = args.iter().any(|a| a == "--spark");
+
+    println!("windowed count with watermark          median s   rows/s        batches  windows  vs Spark local[2] (2026-11-30)");
+    let ours = std::cell::RefCell::new(Vec::<(&str, f64)>::new());
+    let report = |label: &'static str,
                   input: &Path,
                   format: &'static str,
                   max_files: Option<u64>,
@@ -150,6 +219,7 @@ fn main() -> Result<()> {
             last.2,
             rate / spark
         );
+        ours.borrow_mut().push((label, m));
         Ok(())
     };
     let json = data.join("json");
@@ -158,16 +228,21 @@ fn main() -> Result<()> {
     // tests/spark/bench_stateful.py (medians of 3 warm runs, quiet machine):
     // one micro-batch ~ SEMANTICS.md §8's figures; one file per batch pays
     // Spark's ~0.3 s per micro-batch 50 times.
-    report("JSON, one batch", &json, "json", None, 1.26e6)?;
-    report("JSON, one file per batch", &json, "json", Some(1), 0.272e6)?;
-    report("Parquet, one batch", &parquet, "parquet", None, 3.45e6)?;
-    report(
-        "Parquet, one file per batch",
-        &parquet,
-        "parquet",
-        Some(1),
-        0.340e6,
-    )?;
+    report(LABELS[0], &json, "json", None, 1.26e6)?;
+    report(LABELS[1], &json, "json", Some(1), 0.272e6)?;
+    report(LABELS[2], &parquet, "parquet", None, 3.45e6)?;
+    report(LABELS[3], &parquet, "parquet", Some(1), 0.340e6)?;
+
+    if spark {
+        let measured = spark_now(&root, only.as_deref(), runs, events)?;
+        println!("windowed count with watermark          ours s    Spark s   ours vs Spark local[2], measured now");
+        for (label, m) in ours.borrow().iter() {
+            match measured.get(*label) {
+                Some(s) => println!("{label:<38} {m:>7.3}  {s:>8.2}   {:.1}x", s / m),
+                None => println!("{label:<38} {m:>7.3}  (Spark gave no figure)"),
+            }
+        }
+    }
 
     if only
         .as_ref()

@@ -140,12 +140,21 @@ fn expected_batches(expected: &Value) -> Vec<(u64, Vec<Value>)> {
         .collect()
 }
 
-/// Copies every input directory of a case into `dir`.
+/// Copies every input directory of a case into `dir`; `input` also as
+/// Parquet files in `input_parquet` (strings dictionary-encoded in every
+/// file but the first).
 fn prepare_inputs(case: &str, dir: &Path) {
     for sub in ["input", "input_left", "input_right"] {
         if fixture(case).join(sub).exists() {
             copy_inputs(&fixture(case).join(sub), &dir.join(sub));
         }
+    }
+    if fixture(case).join("input").exists() {
+        parquet_inputs(
+            &fixture(case).join("input"),
+            &dir.join("input_parquet"),
+            |i| i != 0,
+        );
     }
 }
 
@@ -345,6 +354,205 @@ fn several_aggregates_per_window_in_update_mode() {
     check_case("aggs_update", OutputMode::Update, window_aggregates);
 }
 
+/// The events of JSON-lines file `src` (in [`SCHEMA`]) as one Arrow batch.
+fn json_events(src: &Path) -> RecordBatch {
+    use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    let text = std::fs::read_to_string(src).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ts = TimestampMicrosecondArray::from_iter(rows.iter().map(|r| {
+        r["ts"].as_str().map(|t| {
+            chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S")
+                .unwrap()
+                .and_utc()
+                .timestamp_micros()
+        })
+    }))
+    .with_timezone("UTC");
+    let text_col = |name: &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r[name].as_str().map(str::to_string)),
+        ))
+    };
+    let value = Int64Array::from_iter(rows.iter().map(|r| r["value"].as_i64()));
+    RecordBatch::try_from_iter([
+        ("ts", Arc::new(ts) as ArrayRef),
+        ("user", text_col("user")),
+        ("service", text_col("service")),
+        ("level", text_col("level")),
+        ("value", Arc::new(value) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+/// Writes `batch` as Parquet file `to`; `dictionary` says whether string
+/// columns are dictionary-encoded.
+fn write_parquet(batch: &RecordBatch, to: &Path, dictionary: bool) {
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_dictionary_enabled(dictionary)
+        .build();
+    let file = std::fs::File::create(to).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Writes each JSON input file of `src` as a Parquet file in `dst`, with
+/// increasing modification times in name order; `dictionary(i)` says
+/// whether file `i` dictionary-encodes its strings.
+fn parquet_inputs(src: &Path, dst: &Path, dictionary: impl Fn(usize) -> bool) {
+    std::fs::create_dir_all(dst).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    let base = SystemTime::now() - Duration::from_secs(3600);
+    for (i, n) in names.iter().enumerate() {
+        let to = dst.join(n.replace(".json", ".parquet"));
+        write_parquet(&json_events(&src.join(n)), &to, dictionary(i));
+        let f = std::fs::File::options().write(true).open(&to).unwrap();
+        f.set_modified(base + Duration::from_secs(i as u64 * 10))
+            .unwrap();
+    }
+}
+
+/// The events as Parquet (`input_parquet`, one file per batch).
+fn parquet_events(s: &Session, max_files: Option<&str>) -> dp::Result<DataFrame> {
+    let mut r = s.read_stream().format("parquet").schema(SCHEMA);
+    if let Some(n) = max_files {
+        r = r.option("maxFilesPerTrigger", n);
+    }
+    r.load("input_parquet")
+}
+
+/// aggs_update over the same rows stored as Parquet, `service`
+/// dictionary-encoded in every file but the first: the aggregation then
+/// groups `service` through the files' dictionaries, and each batch still
+/// holds exactly Spark's rows.
+#[test]
+fn several_aggregates_per_window_from_dictionary_encoded_parquet() {
+    check_case("aggs_update", OutputMode::Update, |s| {
+        aggregates_per_window(parquet_events(s, Some("1"))?)
+    });
+}
+
+/// Runs `query` as flow `name` over `dir` into a foreach-batch sink in
+/// update mode, late rows to another; returns the rows of every batch and
+/// the late rows, each sorted.
+fn run_rows(
+    dir: &Path,
+    name: &str,
+    query: impl Fn(&Session) -> dp::Result<DataFrame> + Send + Sync + 'static,
+) -> (Vec<(u64, Vec<String>)>, Vec<String>) {
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let late: Arc<Mutex<Batches>> = Arc::default();
+    let (s2, l2) = (seen.clone(), late.clone());
+    let sink = format!("{name}_out");
+    let late_sink = format!("{name}_late");
+    dp::engine::sinks::register_foreach_batch(&sink, move |b: &[RecordBatch], id: u64| {
+        s2.lock().unwrap().push((id, b.to_vec()));
+        Ok(())
+    });
+    dp::engine::sinks::register_foreach_batch(&late_sink, move |b: &[RecordBatch], id: u64| {
+        l2.lock().unwrap().push((id, b.to_vec()));
+        Ok(())
+    });
+    let mut flow = dp::FlowDef::append(name, &sink, dp::Query::new(query));
+    flow.kind = dp::registry::FlowKind::Update;
+    flow.conf
+        .insert("pipelines.lateRowsTo".into(), late_sink.clone());
+    let p = dp::Pipeline::new()
+        .flow(flow)
+        .create_sink(&sink, "foreach_batch", Vec::<(String, String)>::new())
+        .create_sink(&late_sink, "foreach_batch", Vec::<(String, String)>::new());
+    let spec = dp::spec::parse_str(
+        &format!("name: {name}\nstorage: ./storage_{name}\n"),
+        &dir.join("pipeline.yml"),
+    )
+    .unwrap();
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    run(
+        &graph,
+        &RunOptions::new(dir, dir.join(format!("storage_{name}"))),
+    )
+    .unwrap();
+    let sorted = |b: &[RecordBatch]| {
+        let mut rows: Vec<String> = rows_json(b).iter().map(Value::to_string).collect();
+        rows.sort();
+        rows
+    };
+    let batches = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, b)| (*id, sorted(b)))
+        .collect();
+    let late_rows = sorted(
+        &late
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|(_, b)| b.clone())
+            .collect::<Vec<_>>(),
+    );
+    (batches, late_rows)
+}
+
+/// A windowed aggregation by service over dictionary-encoded Parquet files
+/// (with null services, and one plainly encoded file among them) emits
+/// exactly what it emits over the same rows encoded plainly, whose strings
+/// take the general path: in one batch and in one batch per file, late
+/// rows included (they reach their sink as plain strings).
+#[test]
+fn dictionary_encoded_keys_group_like_plain_strings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // aggs_update's events, plus rows with a null service in every file.
+    let src = dir.join("json");
+    copy_inputs(&fixture("aggs_update").join("input"), &src);
+    let mut names: Vec<_> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    for (i, path) in names.iter().enumerate() {
+        let mut text = std::fs::read_to_string(path).unwrap();
+        text.push_str(&format!(
+            "{{\"ts\": \"2024-05-01 10:{:02}:30\", \"user\": \"u9\", \"service\": null, \"level\": \"INFO\", \"value\": {i}}}\n",
+            10 + 5 * i
+        ));
+        std::fs::write(path, text).unwrap();
+    }
+    let plain = dir.join("plain");
+    let encoded = dir.join("encoded");
+    parquet_inputs(&src, &plain.join("input_parquet"), |_| false);
+    parquet_inputs(&src, &encoded.join("input_parquet"), |i| i != 2);
+    for max_files in [None, Some("1")] {
+        let tag = if max_files.is_some() {
+            "per_file"
+        } else {
+            "one"
+        };
+        let query = move |s: &Session| aggregates_per_window(parquet_events(s, max_files)?);
+        let want = run_rows(&plain, &format!("dict_plain_{tag}"), query);
+        let got = run_rows(&encoded, &format!("dict_encoded_{tag}"), query);
+        assert!(want
+            .0
+            .iter()
+            .any(|(_, rows)| rows.iter().any(|r| r.contains("\"service\":null"))));
+        assert!(
+            !want.1.is_empty() || max_files.is_none(),
+            "late rows: {want:?}"
+        );
+        assert_eq!(got, want, "{tag}");
+    }
+}
+
 #[test]
 fn drop_duplicates_with_watermark() {
     check_case("dedup", OutputMode::Append, dedup_user_ts);
@@ -406,7 +614,12 @@ fn error_monitor(s: &Session) -> dp::Result<DataFrame> {
 
 /// count/sum/min/max/avg per 10-minute window and service (aggs_update).
 fn window_aggregates(s: &Session) -> dp::Result<DataFrame> {
-    events(s)?
+    aggregates_per_window(events(s)?)
+}
+
+/// [`window_aggregates`] over `events`.
+fn aggregates_per_window(events: DataFrame) -> dp::Result<DataFrame> {
+    events
         .with_watermark("ts", "10 minutes")?
         .group_by([tumbling_window(col("ts"), "10 minutes"), col("service")])
         .agg([

@@ -986,3 +986,149 @@ fn leaf_columns_used_follows_the_plan_through_stateful_operators() {
         ["ts", "user_id", "service", "level", "value"]
     );
 }
+
+/// The names of the columns of leaf 0 a source may give dictionary-encoded.
+fn dictionary_columns(plan: &CompiledPlan) -> Vec<String> {
+    plan.leaves()[0]
+        .schema
+        .fields()
+        .iter()
+        .zip(&plan.leaf_dictionary_columns()[0])
+        .filter(|(_, d)| **d)
+        .map(|(f, _)| f.name().clone())
+        .collect()
+}
+
+#[test]
+fn leaf_dictionary_columns_are_keys_the_rows_reach_unchanged() {
+    let windowed = |df: DataFrame| {
+        df.with_watermark("ts", "10 minutes")
+            .unwrap()
+            .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+    };
+    // The only key beside a window, rows passed on unchanged: yes.
+    let df = windowed(stream("wide", WIDE)).count().unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), ["service"]);
+    let df = windowed(stream("wide", WIDE))
+        .agg([pipeline_core::plan::functions::sum(col("value"))])
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), ["service"]);
+
+    // An aggregate reads the key too; a filter on the way; two keys
+    // beside the window; no window: no.
+    let none: [&str; 0] = [];
+    let df = windowed(stream("wide", WIDE))
+        .agg(["max(service) AS m"])
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = windowed(stream("wide", WIDE).filter("level = 'ERROR'").unwrap())
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([
+            tumbling_window(col("ts"), "1 minute"),
+            col("service"),
+            col("level"),
+        ])
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = stream("wide", WIDE)
+        .group_by([col("service")])
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+}
+
+/// Rows whose key arrives dictionary-encoded aggregate like the same rows
+/// with plain strings, late rows included.
+#[test]
+fn dictionary_encoded_keys_aggregate_like_plain_strings() {
+    use arrow::array::{DictionaryArray, Int32Array, StringArray};
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+        .count()
+        .unwrap();
+    let minute = 60_000_000i64;
+    let times = [0, 1, 2, 3, 90, 91, 5];
+    let services = [
+        Some("a"),
+        None,
+        Some("b"),
+        Some("a"),
+        Some("b"),
+        Some("a"),
+        None,
+    ];
+    let make = |plan: &CompiledPlan, range: std::ops::Range<usize>, encoded: bool| {
+        let schema = &plan.leaves()[0].schema;
+        let n = range.len();
+        let service: ArrayRef = if encoded {
+            // Keys into a dictionary holding an unused value.
+            let values = Arc::new(StringArray::from(vec!["unused", "a", "b"])) as ArrayRef;
+            let keys = Int32Array::from_iter(services[range.clone()].iter().map(|s| match s {
+                Some("a") => Some(1),
+                Some(_) => Some(2),
+                None => None,
+            }));
+            Arc::new(DictionaryArray::new(keys, values))
+        } else {
+            Arc::new(StringArray::from(services[range.clone()].to_vec()))
+        };
+        let cols = vec![
+            ts(&times[range.clone()]
+                .iter()
+                .map(|t| t * minute)
+                .collect::<Vec<_>>()),
+            strs(&vec!["u"; n]),
+            service,
+            strs(&vec!["INFO"; n]),
+            i64s(&vec![1; n]),
+        ];
+        let fields: Vec<arrow::datatypes::Field> = schema
+            .fields()
+            .iter()
+            .zip(&cols)
+            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+            .collect();
+        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols).unwrap()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let run_both = |encoded: bool| {
+        let mut plan = compile(&df);
+        let mut out = Vec::new();
+        // Batch 0 sets the watermark to 81 minutes; batch 1's row at minute
+        // 5 is late.
+        for (id, range) in [(0u64, 0..5), (1, 5..7)] {
+            let ctx = BatchContext {
+                batch_id: id,
+                output_mode: OutputMode::Update,
+                watermark_for_late_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
+                watermark_for_eviction_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
+                capture_late_rows: true,
+            };
+            let inputs = vec![vec![make(&plan, range, encoded)]];
+            let o = rt.block_on(plan.execute_batch(inputs, &ctx)).unwrap();
+            out.push((sorted(rows(&o.rows)), rows(&o.late_rows)));
+            // Late rows come back in the declared types.
+            for b in &o.late_rows {
+                assert_eq!(
+                    b.schema().field(2).data_type(),
+                    &arrow::datatypes::DataType::Utf8
+                );
+            }
+        }
+        out
+    };
+    let plain = run_both(false);
+    assert_eq!(plain[1].1.len(), 1, "{plain:?}");
+    assert_eq!(run_both(true), plain);
+}

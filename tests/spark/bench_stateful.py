@@ -9,7 +9,11 @@ micro-batch, from JSON and from Parquet. Prints the median of `--runs` warm
 runs per workload (the JVM and session start are not counted).
 
     SPARK_LOCAL_IP=127.0.0.1 TZ=UTC ~/.cache/pipelines-venv/bin/python \
-        tests/spark/bench_stateful.py [--runs 3] [--events 5000000]
+        tests/spark/bench_stateful.py [--runs 3] [--events 5000000] [--only TEXT]
+
+`--only TEXT` runs the workloads whose label contains TEXT.
+`cargo run --release --example bench_stateful -- --spark` runs this script
+after its own runs and prints its ratios against these figures.
 """
 
 import argparse
@@ -55,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--events", type=int, default=5_000_000)
+    ap.add_argument("--only", default=None)
     args = ap.parse_args()
     root = os.environ.get("BENCH_DIR") or os.path.join(tempfile.gettempdir(), "pipelines-bench")
     data = os.path.join(root, f"data-{args.events}")
@@ -76,6 +81,8 @@ def main():
         ("Parquet, one batch", "parquet", None),
         ("Parquet, one file per batch", "parquet", 1),
     ]:
+        if args.only and args.only not in label:
+            continue
         run_once(spark, data, fmt, max_files, work)  # warm-up
         results = [run_once(spark, data, fmt, max_files, work) for _ in range(args.runs)]
         secs = statistics.median(r[0] for r in results)

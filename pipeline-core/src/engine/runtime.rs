@@ -653,6 +653,11 @@ impl StreamingQuery {
                 }
             }
         }
+        for (leaf, allowed) in leaves.iter_mut().zip(compiled.leaf_dictionary_columns()) {
+            if let LeafInput::Streaming { source, .. } = leaf {
+                source.read_dictionary_columns(&allowed);
+            }
+        }
 
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);

@@ -71,6 +71,15 @@ pub trait Source: Send {
         let _ = used;
     }
 
+    /// The query takes the `Utf8` columns flagged in `allowed` (one flag
+    /// per column of [`schema`](Self::schema)) as `Dictionary(Int32, Utf8)`
+    /// too, so a source holding them dictionary-encoded may return them so,
+    /// without decoding every row's string. Called once, before the first
+    /// read. Default: every column in its declared type.
+    fn read_dictionary_columns(&mut self, allowed: &[bool]) {
+        let _ = allowed;
+    }
+
     /// The end offset of the next batch, which starts after `start` (`None`:
     /// the beginning of the stream), honouring admission limits such as
     /// `maxFilesPerTrigger`. Returns `Ok(None)` when there is no new data.

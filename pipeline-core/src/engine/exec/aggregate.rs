@@ -37,12 +37,13 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
 use super::leaf::SlotTable;
-use super::time_keyed::TimeKeyed;
+use super::time_keyed::{InlineWindow, TimeKeyed};
 use super::watermark::timestamp_micros;
 use super::{
     map_batches, on_threads, poll_once, run_partitioned, split_rows, BatchContext, OpFailure,
     StateOperatorProgress, MIN_ROWS_FOR_THREADS,
 };
+use crate::engine::sources::null_columns::null_column;
 use crate::engine::state::{StateChanges, StateStore};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -286,7 +287,19 @@ impl AggregateOp {
             ))
         })?;
         let time_keyed = if session.is_none() {
-            TimeKeyed::new(&partial)
+            TimeKeyed::new(&partial).map(|tk| match windows.as_slice() {
+                // One tumbling window: its start is computed while grouping
+                // instead of into a column first.
+                [w] if w.size_us == w.slide_us => tk.with_inline_window(
+                    child_schema.fields().len(),
+                    InlineWindow {
+                        time_index: w.time_index,
+                        start_us: w.start_us,
+                        slide_us: w.slide_us,
+                    },
+                ),
+                _ => tk,
+            })
         } else {
             None
         };
@@ -419,6 +432,15 @@ impl AggregateOp {
         used
     }
 
+    /// The input column that may arrive as `Dictionary(Int32, Utf8)`
+    /// instead of `Utf8`: the only key beside a window when the partial
+    /// aggregation is time-keyed and no aggregate reads the column.
+    pub(crate) fn dictionary_input_column(&self) -> Option<usize> {
+        let c = self.time_keyed.as_ref()?.dictionary_key()?;
+        let field = self.input_schema.fields().get(c)?;
+        (field.data_type() == &DataType::Utf8).then_some(c)
+    }
+
     /// The rows the operator emits.
     pub(crate) fn output_schema(&self) -> SchemaRef {
         self.output_schema.clone()
@@ -469,29 +491,74 @@ impl AggregateOp {
                     if mask.true_count() > 0 {
                         let rows = filter_record_batch(b, &mask).map_err(|e| fail(&e))?;
                         let schema = super::strip_metadata(&self.input_schema);
-                        late_rows.push(super::with_schema(&rows, &schema).map_err(|e| fail(&e))?);
+                        // In the declared types (a key may arrive dictionary-encoded).
+                        late_rows.push(
+                            super::batch_in_schema(
+                                &schema,
+                                rows.columns().to_vec(),
+                                rows.num_rows(),
+                            )
+                            .map_err(|e| fail(&e))?,
+                        );
                     }
                 }
             }
         }
         // 1. Window keys, then the partial aggregation of this batch.
         let input: Vec<RecordBatch> = input.into_iter().filter(|b| b.num_rows() > 0).collect();
-        let prepared = map_batches(&input, self.partitions, |b| self.prepare(b.clone()))
-            .into_iter()
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| fail(&e))?;
-        let new = if prepared.is_empty() {
+        let prepare_all = |input: &[RecordBatch]| {
+            map_batches(input, self.partitions, |b| self.prepare(b.clone()))
+                .into_iter()
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| fail(&e))
+        };
+        let new = if input.is_empty() {
             RecordBatch::new_empty(self.state_schema.clone())
         } else {
-            let fast = match &self.time_keyed {
-                Some(tk) => self.run_time_keyed(tk, &prepared).map_err(|e| fail(&e))?,
-                None => None,
+            let (fast, prepared) = match &self.time_keyed {
+                Some(tk) if tk.has_inline_window() => {
+                    // The window column is left empty: the grouping computes it.
+                    let rows = input
+                        .iter()
+                        .map(|b| {
+                            self.with_prepared_column(
+                                b,
+                                null_column(&self.windows[0].start_type, b.num_rows()),
+                            )
+                        })
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                        .map_err(|e| fail(&e))?;
+                    (self.run_time_keyed(tk, &rows).map_err(|e| fail(&e))?, None)
+                }
+                Some(tk) => {
+                    let prepared = prepare_all(&input)?;
+                    (
+                        self.run_time_keyed(tk, &prepared).map_err(|e| fail(&e))?,
+                        Some(prepared),
+                    )
+                }
+                None => (None, None),
             };
             let parts = match fast {
                 Some(parts) => parts,
-                None => run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
-                    .await
-                    .map_err(|e| fail(&e.strip_backtrace()))?,
+                None => {
+                    let prepared = match prepared {
+                        Some(p) => p,
+                        None => prepare_all(&input)?,
+                    };
+                    // In the declared types (a key may arrive dictionary-encoded).
+                    let prepared = prepared
+                        .into_iter()
+                        .map(|b| {
+                            let n = b.num_rows();
+                            super::batch_in_schema(&self.prepared_schema, b.columns().to_vec(), n)
+                        })
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                        .map_err(|e| fail(&e))?;
+                    run_partitioned(&self.partial, prepared, self.partitions, task_ctx)
+                        .await
+                        .map_err(|e| fail(&e.strip_backtrace()))?
+                }
             };
             let partial = concat_batches(&self.partial_schema, &parts).map_err(|e| fail(&e))?;
             self.with_session_end(partial).map_err(|e| fail(&e))?
@@ -942,17 +1009,40 @@ impl AggregateOp {
     ) -> std::result::Result<RecordBatch, OpFailure> {
         let mut cols = rows.columns().to_vec();
         cols.push(column);
-        let fields: Vec<Field> = self.prepared_schema.fields()[..cols.len()]
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        Ok(RecordBatch::try_new_with_options(
+        self.prepared_rows(cols, rows.num_rows())
+    }
+
+    /// `cols` as prepared rows: the prepared schema's first fields, each
+    /// with its column's type (a key may arrive dictionary-encoded).
+    fn prepared_rows(
+        &self,
+        cols: Vec<ArrayRef>,
+        n: usize,
+    ) -> std::result::Result<RecordBatch, OpFailure> {
+        let fields =
+            &self.prepared_schema.fields()[..cols.len().min(self.prepared_schema.fields().len())];
+        let schema = if cols.len() == self.prepared_schema.fields().len()
+            && fields
+                .iter()
+                .zip(&cols)
+                .all(|(f, c)| f.data_type() == c.data_type())
+        {
+            self.prepared_schema.clone()
+        } else {
+            let fields: Vec<Field> = fields
+                .iter()
+                .zip(&cols)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
             Arc::new(Schema::new_with_metadata(
                 fields,
                 self.prepared_schema.metadata().clone(),
-            )),
+            ))
+        };
+        Ok(RecordBatch::try_new_with_options(
+            schema,
             cols,
-            &RecordBatchOptions::new().with_row_count(Some(rows.num_rows())),
+            &RecordBatchOptions::new().with_row_count(Some(n)),
         )?)
     }
 
@@ -1029,11 +1119,7 @@ impl AggregateOp {
         }
         if b.schema_ref() != &self.prepared_schema {
             let n = b.num_rows();
-            b = RecordBatch::try_new_with_options(
-                self.prepared_schema.clone(),
-                b.columns().to_vec(),
-                &RecordBatchOptions::new().with_row_count(Some(n)),
-            )?;
+            b = self.prepared_rows(b.columns().to_vec(), n)?;
         }
         Ok(b)
     }

@@ -101,6 +101,11 @@ impl SlotExec {
         projection: Option<Vec<usize>>,
         partitions: usize,
     ) -> DFResult<SlotExec> {
+        // A projection of every column in order is none: the slot then
+        // passes its rows on without a DataFusion run (`is_identity`).
+        let n = table_schema.fields().len();
+        let projection =
+            projection.filter(|p| p.len() != n || p.iter().enumerate().any(|(i, &c)| i != c));
         let schema = match &projection {
             Some(p) => Arc::new(table_schema.project(p)?),
             None => table_schema,

@@ -62,6 +62,7 @@
 
 mod aggregate;
 mod dedup;
+mod dictionary_ids;
 mod join;
 mod leaf;
 mod string_ids;
@@ -76,7 +77,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use arrow::array::{Array, ArrayRef};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -262,6 +263,9 @@ pub struct CompiledPlan {
     partitions: usize,
     task_ctx: Arc<TaskContext>,
     root: Stage,
+    /// Per leaf, the `Utf8` columns that may arrive as
+    /// `Dictionary(Int32, Utf8)` (see [`CompiledPlan::leaf_dictionary_columns`]).
+    dictionary_columns: Vec<Vec<bool>>,
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -328,6 +332,7 @@ impl CompiledPlan {
         let inputs = std::mem::take(&mut builder.stage.inputs);
         let root = plan_stage(flow, &ctx, built, inputs)?;
         let task_ctx = ctx.task_ctx();
+        let dictionary_columns = dictionary_columns(&root, &builder.leaves);
         Ok(CompiledPlan {
             flow: flow.to_string(),
             leaves: builder.leaves,
@@ -336,6 +341,7 @@ impl CompiledPlan {
             partitions,
             task_ctx,
             root,
+            dictionary_columns,
         })
     }
 
@@ -478,6 +484,17 @@ impl CompiledPlan {
         used
     }
 
+    /// Which `Utf8` columns of each leaf (in [`leaves`](Self::leaves)
+    /// order, one flag per column of the leaf's schema) a source may give as
+    /// `Dictionary(Int32, Utf8)` instead: columns that reach, unchanged,
+    /// only the key of a windowed aggregation that groups them through the
+    /// dictionary (the leaf's rows pass nothing but a watermark on the
+    /// way). A Parquet source reads dictionary-encoded column chunks of
+    /// such columns without decoding every row's string.
+    pub fn leaf_dictionary_columns(&self) -> Vec<Vec<bool>> {
+        self.dictionary_columns.clone()
+    }
+
     /// The optimized DataFusion logical plan and the physical plan of the
     /// final stage, as text (for debugging and `EXPLAIN`-like output).
     pub async fn explain(&self) -> Result<String> {
@@ -522,7 +539,12 @@ impl CompiledPlan {
             let mut v = Vec::with_capacity(batches.len());
             for b in batches {
                 if b.num_rows() > 0 {
-                    v.push(conform_input(&self.flow, leaf, b)?);
+                    v.push(conform_input(
+                        &self.flow,
+                        leaf,
+                        self.dictionary_columns.get(leaf.index).map(Vec::as_slice),
+                        b,
+                    )?);
                 }
             }
             checked.push(v);
@@ -928,16 +950,30 @@ fn split_rows(batches: Vec<RecordBatch>, n: usize) -> Vec<Vec<RecordBatch>> {
     parts
 }
 
-fn conform_input(flow: &str, leaf: &Leaf, b: RecordBatch) -> Result<RecordBatch> {
+/// `b` in the leaf's schema; the columns flagged in `dictionary` may stay
+/// `Dictionary(Int32, Utf8)` in place of `Utf8`.
+fn conform_input(
+    flow: &str,
+    leaf: &Leaf,
+    dictionary: Option<&[bool]>,
+    b: RecordBatch,
+) -> Result<RecordBatch> {
     if Arc::ptr_eq(b.schema_ref(), &leaf.schema) || b.schema_ref() == &leaf.schema {
         return Ok(b);
     }
+    let may_be_dictionary = |i: usize, t: &DataType| {
+        dictionary.is_some_and(|d| d.get(i).copied().unwrap_or(false))
+            && dictionary_ids::is_string_dictionary(t)
+    };
     let same_types = b.num_columns() == leaf.schema.fields().len()
         && b.schema_ref()
             .fields()
             .iter()
             .zip(leaf.schema.fields())
-            .all(|(a, e)| a.data_type() == e.data_type());
+            .enumerate()
+            .all(|(i, (a, e))| {
+                a.data_type() == e.data_type() || may_be_dictionary(i, a.data_type())
+            });
     let mismatch = || {
         Error::runtime_with_help(
             format!(
@@ -955,12 +991,90 @@ fn conform_input(flow: &str, leaf: &Leaf, b: RecordBatch) -> Result<RecordBatch>
         return Err(mismatch());
     }
     let n = b.num_rows();
+    let encoded = b
+        .schema_ref()
+        .fields()
+        .iter()
+        .any(|f| dictionary_ids::is_string_dictionary(f.data_type()));
+    let schema = if encoded {
+        // The leaf's fields (names, metadata), with the columns' types.
+        let fields: Vec<Field> = leaf
+            .schema
+            .fields()
+            .iter()
+            .zip(b.columns())
+            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+            .collect();
+        Arc::new(Schema::new_with_metadata(
+            fields,
+            leaf.schema.metadata().clone(),
+        ))
+    } else {
+        leaf.schema.clone()
+    };
     RecordBatch::try_new_with_options(
-        leaf.schema.clone(),
+        schema,
         b.columns().to_vec(),
         &RecordBatchOptions::new().with_row_count(Some(n)),
     )
     .map_err(|_| mismatch())
+}
+
+/// Per leaf, the columns that may arrive dictionary-encoded: the
+/// dictionary key column of every aggregation whose input is a leaf's rows
+/// passed on unchanged (identity stages, watermarks), where that leaf is
+/// read nowhere else.
+fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>> {
+    let mut flags: Vec<Vec<bool>> = leaves
+        .iter()
+        .map(|l| vec![false; l.schema.fields().len()])
+        .collect();
+    let mut reads = vec![0usize; leaves.len()];
+    count_leaf_reads(root, &mut reads);
+    visit_ops(root, &mut |n| {
+        let Op::Aggregate(a) = &n.op else { return };
+        let (Some(column), Some(child)) = (a.dictionary_input_column(), n.children.first()) else {
+            return;
+        };
+        if let Some(l) = passed_leaf(child) {
+            if reads.get(l) == Some(&1) {
+                if let Some(f) = flags.get_mut(l).and_then(|f| f.get_mut(column)) {
+                    *f = true;
+                }
+            }
+        }
+    });
+    flags
+}
+
+/// How many times each leaf is an input of a stage.
+fn count_leaf_reads(stage: &Stage, reads: &mut [usize]) {
+    for i in &stage.inputs {
+        match i {
+            StageInput::Leaf(l) => {
+                if let Some(r) = reads.get_mut(*l) {
+                    *r += 1;
+                }
+            }
+            StageInput::Op(n) => n.children.iter().for_each(|c| count_leaf_reads(c, reads)),
+        }
+    }
+}
+
+/// The leaf whose rows `stage` outputs unchanged (through identity stages
+/// and watermarks), if any.
+fn passed_leaf(stage: &Stage) -> Option<usize> {
+    let slot = stage.physical.downcast_ref::<SlotExec>()?;
+    if !slot.is_identity() {
+        return None;
+    }
+    match stage.inputs.get(slot.index)? {
+        StageInput::Leaf(l) => Some(*l),
+        StageInput::Op(n) => match n.op {
+            Op::Watermark { .. } => passed_leaf(n.children.first()?),
+            _ => None,
+        },
+    }
 }
 
 fn run_failure(flow: &str, e: DataFusionError) -> Error {

@@ -6,7 +6,8 @@
 //! time key with a few low-cardinality keys (a service, a level), and event
 //! times arrive mostly in order. Here the other keys are interned alone
 //! (DataFusion's group values, one id per distinct combination; a single
-//! string key through [`StringIds`]' cache first), and each
+//! string key through [`StringIds`]' cache first, or, dictionary-encoded,
+//! through [`DictionaryIds`]' ids of its dictionary), and each
 //! row's group is found from (time key, other id): first in a one-entry
 //! cache per other id (the last time key seen with it, which holds while
 //! the rows stay in one window), else in a hash map. The aggregates are
@@ -18,19 +19,22 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array};
-use arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use arrow::datatypes::{DataType, Int32Type, Int64Type, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::HashMap;
 use datafusion::logical_expr::EmitTo;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::dictionary_ids::{is_string_dictionary, DictionaryIds};
 use super::leaf::SlotExec;
 use super::string_ids::StringIds;
+use super::watermark::timestamp_micros;
 use super::OpFailure;
 
 /// How a partial aggregation grouped by a time key runs, when it can.
@@ -47,6 +51,19 @@ pub(crate) struct TimeKeyed {
     output_schema: SchemaRef,
     /// The schema of the other keys.
     others_schema: SchemaRef,
+    /// The tumbling window whose start is the time key, computed here from
+    /// the event time (see [`with_inline_window`](Self::with_inline_window)).
+    window: Option<InlineWindow>,
+}
+
+/// A tumbling window: each event time `t` falls in the window starting at
+/// `t - (t - start_us) mod slide_us`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InlineWindow {
+    /// The event-time column in the prepared rows (an input column).
+    pub time_index: usize,
+    pub start_us: i64,
+    pub slide_us: i64,
 }
 
 impl TimeKeyed {
@@ -89,7 +106,64 @@ impl TimeKeyed {
             aggs: partial.aggr_expr().to_vec(),
             output_schema: partial.schema(),
             others_schema,
+            window: None,
         })
+    }
+
+    /// Computes the time key from the event time as `window`'s start, when
+    /// the time key is the prepared column `window_column` and no aggregate
+    /// reads it: the caller then need not fill that column (see
+    /// [`has_inline_window`](Self::has_inline_window)). Unchanged otherwise.
+    pub(crate) fn with_inline_window(mut self, window_column: usize, window: InlineWindow) -> Self {
+        let key = self.key_columns[self.time_key];
+        let prepared = match &self.projection {
+            Some(p) => p.get(key).copied(),
+            None => Some(key),
+        };
+        let read_by_aggregate = self.aggs.iter().any(|agg| {
+            let all = agg.all_expressions();
+            all.args
+                .iter()
+                .chain(&all.order_by_exprs)
+                .any(|e| collect_columns(e).iter().any(|c| c.index() == key))
+        });
+        if prepared == Some(window_column) && !read_by_aggregate && window.slide_us > 0 {
+            self.window = Some(window);
+        }
+        self
+    }
+
+    /// True when [`run`](Self::run) computes the window start itself: the
+    /// prepared rows' window column may hold anything (nulls).
+    pub(crate) fn has_inline_window(&self) -> bool {
+        self.window.is_some()
+    }
+
+    /// The column of the prepared rows (before the slot's projection) that
+    /// is the only key beside the time key, when it is a string column no
+    /// aggregate reads: [`run`](Self::run) takes it dictionary-encoded too.
+    pub(crate) fn dictionary_key(&self) -> Option<usize> {
+        let [a, b] = self.key_columns[..] else {
+            return None;
+        };
+        let key = if self.time_key == 0 { b } else { a };
+        if self.others_schema.field(0).data_type() != &DataType::Utf8 {
+            return None;
+        }
+        let read_by_aggregate = self.aggs.iter().any(|agg| {
+            let all = agg.all_expressions();
+            all.args
+                .iter()
+                .chain(&all.order_by_exprs)
+                .any(|e| collect_columns(e).iter().any(|c| c.index() == key))
+        });
+        if read_by_aggregate {
+            return None;
+        }
+        match &self.projection {
+            Some(p) => p.get(key).copied(),
+            None => Some(key),
+        }
     }
 
     /// The partial aggregation of `batches` (prepared rows), or None when a
@@ -111,20 +185,36 @@ impl TimeKeyed {
         let mut last: Vec<(i64, u32)> = Vec::new();
         let mut other_ids: Vec<usize> = Vec::new();
         let mut strings = StringIds::new();
+        let mut dictionary = DictionaryIds::default();
         let mut group_ids: Vec<usize> = Vec::new();
-        for batch in batches {
+        // The window the last row fell in, [lo, hi).
+        let (mut lo, mut hi) = (0i64, i64::MIN);
+        for full in batches {
             let batch = match &self.projection {
-                Some(p) => batch.project(p)?,
-                None => batch.clone(),
+                Some(p) => full.project(p)?,
+                None => full.clone(),
             };
             let n = batch.num_rows();
-            let time = batch.column(self.key_columns[self.time_key]);
-            if time.null_count() > 0 {
-                return Ok(None);
-            }
-            let time: Int64Array = arrow::compute::cast(time, &DataType::Int64)?
-                .as_primitive::<Int64Type>()
-                .clone();
+            let time: Int64Array = match &self.window {
+                Some(w) => {
+                    let t = full.column(w.time_index);
+                    if t.null_count() > 0 {
+                        return Ok(None);
+                    }
+                    timestamp_micros(t).ok_or_else(|| {
+                        OpFailure("the window's time column is not a timestamp".into())
+                    })?
+                }
+                None => {
+                    let t = batch.column(self.key_columns[self.time_key]);
+                    if t.null_count() > 0 {
+                        return Ok(None);
+                    }
+                    arrow::compute::cast(t, &DataType::Int64)?
+                        .as_primitive::<Int64Type>()
+                        .clone()
+                }
+            };
             let cols: Vec<ArrayRef> = self
                 .key_columns
                 .iter()
@@ -137,11 +227,42 @@ impl TimeKeyed {
                 [one] if one.data_type() == &DataType::Utf8 => {
                     strings.intern(one.as_string::<i32>(), others.as_mut(), &mut other_ids)?
                 }
-                _ => others.intern(&cols, &mut other_ids)?,
+                [one] if is_string_dictionary(one.data_type()) => dictionary.intern(
+                    one.as_dictionary::<Int32Type>(),
+                    others.as_mut(),
+                    &mut other_ids,
+                )?,
+                _ => {
+                    // Keys in the types the group values were made for.
+                    let cols = cols
+                        .iter()
+                        .zip(self.others_schema.fields())
+                        .map(|(c, f)| {
+                            if c.data_type() == f.data_type() {
+                                Ok(c.clone())
+                            } else {
+                                arrow::compute::cast(c, f.data_type())
+                            }
+                        })
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    others.intern(&cols, &mut other_ids)?
+                }
             }
             group_ids.clear();
             group_ids.reserve(n);
             for (&t, &id) in time.values().iter().zip(&other_ids) {
+                let t = match &self.window {
+                    // Event times come mostly in order: the last window is
+                    // reused while it holds, saving a division per row.
+                    Some(w) => {
+                        if t < lo || t >= hi {
+                            lo = t - (t - w.start_us).rem_euclid(w.slide_us);
+                            hi = lo.saturating_add(w.slide_us);
+                        }
+                        lo
+                    }
+                    None => t,
+                };
                 if id >= last.len() {
                     last.resize(id + 1, (0, u32::MAX));
                 }

@@ -248,6 +248,7 @@ impl FileSource {
             ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
             base_dir: ctx.base_dir.clone(),
             read_columns: None,
+            dictionary_columns: None,
         };
         // Spark's pattern options would change how timestamps parse; reading
         // ISO-8601 instead would silently turn other forms into nulls.
@@ -692,6 +693,12 @@ impl Source for FileSource {
     fn read_only_columns(&mut self, used: &[bool]) {
         if used.len() == self.parse.schema.fields().len() {
             self.parse.read_columns = Some(used.to_vec());
+        }
+    }
+
+    fn read_dictionary_columns(&mut self, allowed: &[bool]) {
+        if allowed.len() == self.parse.schema.fields().len() {
+            self.parse.dictionary_columns = Some(allowed.to_vec());
         }
     }
 

@@ -26,7 +26,7 @@ pub mod file;
 mod json_fast;
 pub mod kafka;
 pub mod memory;
-mod null_columns;
+pub(crate) mod null_columns;
 mod parquet_chunks;
 mod parse;
 pub mod rate;

@@ -22,6 +22,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::basic::Encoding;
 
 use super::file::FileFormat;
 use super::json_fast::FastJson;
@@ -78,6 +79,10 @@ pub(crate) struct ParseConfig {
     /// The columns the query reads (None: all). Parquet files skip the
     /// others' column chunks and return nulls for them.
     pub read_columns: Option<Vec<bool>>,
+    /// The `Utf8` columns the query also takes as `Dictionary(Int32, Utf8)`
+    /// (None: none). Parquet column chunks of them whose pages are all
+    /// dictionary-encoded are read so.
+    pub dictionary_columns: Option<Vec<bool>>,
 }
 
 impl ParseConfig {
@@ -937,17 +942,111 @@ fn parquet_read(
     let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
     let (mapping, roots) = parquet_projection(cfg, meta.schema());
+    let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
     let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size);
+    let read = ParquetRead {
+        cfg,
+        path,
+        schema: &schema,
+        mapping: &mapping,
+        roots: &roots,
+    };
     if plan.bytes() <= CHUNKS_IN_MEMORY_BYTES {
         // Only the projected column chunks are read, each run of them at
         // once: pages are then slices of one buffer instead of a read and
         // an allocation each.
         let chunks = plan.read(&file).map_err(|e| Error::io(path, e))?;
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta);
-        return parquet_decode(cfg, path, builder, &mapping, &roots, row_groups);
+        return read.decode(builder, row_groups);
     }
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
-    parquet_decode(cfg, path, builder, &mapping, &roots, row_groups)
+    read.decode(builder, row_groups)
+}
+
+/// The reader's metadata asking for `Dictionary(Int32, Utf8)` in the
+/// columns the query takes so (`cfg.dictionary_columns`) whose chunks in
+/// `row_groups` have only dictionary-encoded data pages, and the output
+/// schema of the file's batches (`cfg.schema` with those columns' types).
+/// Otherwise (or when the reader refuses the hint) `meta` and `cfg.schema`.
+fn with_dictionary_columns(
+    cfg: &ParseConfig,
+    meta: ArrowReaderMetadata,
+    mapping: &[Option<usize>],
+    row_groups: Option<&[usize]>,
+) -> (ArrowReaderMetadata, SchemaRef) {
+    let Some(allowed) = &cfg.dictionary_columns else {
+        return (meta, cfg.schema.clone());
+    };
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let file_schema = meta.schema().clone();
+    let parquet = meta.metadata();
+    let descr = parquet.file_metadata().schema_descr();
+    let all: Vec<usize> = (0..parquet.num_row_groups()).collect();
+    let groups = row_groups.unwrap_or(&all);
+    // Every chunk of the file column `root` (a plain string) is dictionary-encoded.
+    let all_dictionary = |root: usize| {
+        let leaves: Vec<usize> = (0..descr.num_columns())
+            .filter(|&l| descr.get_column_root_idx(l) == root)
+            .collect();
+        let [leaf] = leaves[..] else { return false };
+        groups.iter().all(|&g| {
+            parquet
+                .row_groups()
+                .get(g)
+                .map(|rg| rg.column(leaf))
+                .is_some_and(|c| {
+                    c.dictionary_page_offset().is_some()
+                        && c.page_encoding_stats_mask().is_some_and(|m| {
+                            m.is_only(Encoding::PLAIN_DICTIONARY)
+                                || m.is_only(Encoding::RLE_DICTIONARY)
+                        })
+                })
+        })
+    };
+    let mut file_fields: Vec<Field> = file_schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut out_fields: Vec<Field> = cfg
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut any = false;
+    for (i, m) in mapping.iter().enumerate() {
+        let Some(root) = *m else { continue };
+        let wanted = allowed.get(i).copied().unwrap_or(false)
+            && cfg.schema.field(i).data_type() == &DataType::Utf8
+            && matches!(
+                file_schema.field(root).data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            );
+        if wanted && all_dictionary(root) {
+            file_fields[root] = file_fields[root].clone().with_data_type(dictionary.clone());
+            out_fields[i] = out_fields[i].clone().with_data_type(dictionary.clone());
+            any = true;
+        }
+    }
+    if !any {
+        return (meta, cfg.schema.clone());
+    }
+    let hint = Arc::new(Schema::new_with_metadata(
+        file_fields,
+        file_schema.metadata().clone(),
+    ));
+    match ArrowReaderMetadata::try_new(parquet.clone(), ArrowReaderOptions::new().with_schema(hint))
+    {
+        Ok(m) => (
+            m,
+            Arc::new(Schema::new_with_metadata(
+                out_fields,
+                cfg.schema.metadata().clone(),
+            )),
+        ),
+        Err(_) => (meta, cfg.schema.clone()),
+    }
 }
 
 /// Column chunks up to this many bytes (in all) are read into memory at once.
@@ -983,63 +1082,75 @@ fn parquet_projection(
     (mapping, roots)
 }
 
-fn parquet_decode<R: parquet::file::reader::ChunkReader + 'static>(
-    cfg: &ParseConfig,
-    path: &Path,
-    builder: ParquetRecordBatchReaderBuilder<R>,
-    mapping: &[Option<usize>],
-    roots: &[usize],
-    row_groups: Option<Vec<usize>>,
-) -> Result<Vec<RecordBatch>> {
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
-    let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
-    if let Some(rg) = row_groups {
-        builder = builder.with_row_groups(rg);
-    }
-    let reader = builder.build()?;
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        let rows = batch.num_rows();
-        let mut cols = Vec::with_capacity(cfg.schema.fields().len());
-        for (f, m) in cfg.schema.fields().iter().zip(mapping) {
-            let col = match m {
-                Some(idx) => {
-                    let pos = roots
-                        .binary_search(idx)
-                        .map_err(|_| Error::runtime("internal error: projected column missing"))?;
-                    let c = batch.column(pos);
-                    if c.data_type() == f.data_type() {
-                        c.clone()
-                    } else {
-                        cast_with_options(c, f.data_type(), &CastOptions::default()).map_err(
-                            |e| {
-                                Error::runtime_with_help(
-                                    format!(
-                                        "flow `{}`: column `{}` of {} is {} and cannot be read as {}: {e}",
-                                        cfg.flow,
-                                        f.name(),
-                                        display_path(&cfg.base_dir, path),
-                                        c.data_type(),
-                                        f.data_type()
-                                    ),
-                                    "declare the column with the file's type in the source schema",
-                                )
-                            },
-                        )?
-                    }
-                }
-                None => null_column(f.data_type(), rows),
-            };
-            cols.push(col);
+/// One Parquet file's read: where its columns go, in which types.
+struct ParquetRead<'a> {
+    cfg: &'a ParseConfig,
+    path: &'a Path,
+    /// The batches' schema: the source's, some strings dictionary-encoded.
+    schema: &'a SchemaRef,
+    /// The file column of each output column (None: nulls).
+    mapping: &'a [Option<usize>],
+    /// The file columns read, sorted.
+    roots: &'a [usize],
+}
+
+impl ParquetRead<'_> {
+    fn decode<R: parquet::file::reader::ChunkReader + 'static>(
+        &self,
+        builder: ParquetRecordBatchReaderBuilder<R>,
+        row_groups: Option<Vec<usize>>,
+    ) -> Result<Vec<RecordBatch>> {
+        let cfg = self.cfg;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), self.roots.iter().copied());
+        let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+        if let Some(rg) = row_groups {
+            builder = builder.with_row_groups(rg);
         }
-        out.push(RecordBatch::try_new_with_options(
-            cfg.schema.clone(),
-            cols,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?);
+        let reader = builder.build()?;
+        let mut out = Vec::new();
+        for batch in reader {
+            let batch = batch?;
+            let rows = batch.num_rows();
+            let mut cols = Vec::with_capacity(self.schema.fields().len());
+            for (f, m) in self.schema.fields().iter().zip(self.mapping) {
+                let col = match m {
+                    Some(idx) => {
+                        let pos = self.roots.binary_search(idx).map_err(|_| {
+                            Error::runtime("internal error: projected column missing")
+                        })?;
+                        let c = batch.column(pos);
+                        if c.data_type() == f.data_type() {
+                            c.clone()
+                        } else {
+                            cast_with_options(c, f.data_type(), &CastOptions::default()).map_err(
+                                |e| {
+                                    Error::runtime_with_help(
+                                        format!(
+                                            "flow `{}`: column `{}` of {} is {} and cannot be read as {}: {e}",
+                                            cfg.flow,
+                                            f.name(),
+                                            display_path(&cfg.base_dir, self.path),
+                                            c.data_type(),
+                                            f.data_type()
+                                        ),
+                                        "declare the column with the file's type in the source schema",
+                                    )
+                                },
+                            )?
+                        }
+                    }
+                    None => null_column(f.data_type(), rows),
+                };
+                cols.push(col);
+            }
+            out.push(RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                cols,
+                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?);
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 // ---------------------------------------------------------------- batches
@@ -1059,6 +1170,9 @@ pub(crate) fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<
             0 => {}
             1 => out.push(run.pop().expect("one batch")),
             _ => {
+                // A run shares one schema: `schema`, or it with some strings
+                // dictionary-encoded.
+                let schema = run.first().map_or(schema, |r| r.schema_ref());
                 out.push(concat_batches(schema, run.iter())?);
                 run.clear();
             }
@@ -1075,7 +1189,10 @@ pub(crate) fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<
             out.push(b);
             continue;
         }
-        if run_rows + b.num_rows() > BATCH_ROWS {
+        let other_schema = run
+            .first()
+            .is_some_and(|r| r.schema_ref() != b.schema_ref());
+        if run_rows + b.num_rows() > BATCH_ROWS || other_schema {
             flush(&mut run, &mut out)?;
             run_rows = 0;
         }
@@ -1084,4 +1201,119 @@ pub(crate) fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<
     }
     flush(&mut run, &mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::Int32Type;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]))
+    }
+
+    fn config(dir: &Path, dictionary_columns: Option<Vec<bool>>) -> ParseConfig {
+        ParseConfig {
+            flow: "f".into(),
+            format: FileFormat::Parquet,
+            schema: schema(),
+            data_schema: schema(),
+            corrupt_idx: None,
+            mode: Mode::Permissive,
+            csv: CsvOptions {
+                header: false,
+                delimiter: b',',
+                quote: b'"',
+                escape: None,
+                comment: None,
+                null_value: None,
+            },
+            multi_line: false,
+            ignore_corrupt_files: false,
+            base_dir: dir.to_path_buf(),
+            read_columns: None,
+            dictionary_columns,
+        }
+    }
+
+    /// Writes rows (k, v) as a Parquet file; returns it to read.
+    fn write(dir: &Path, name: &str, keys: &[Option<&str>], dictionary: bool) -> FileToRead {
+        let path = dir.join(name);
+        let batch = RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(StringArray::from(keys.to_vec())),
+                Arc::new(Int64Array::from_iter_values(0..keys.len() as i64)),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(dictionary)
+            .build();
+        let mut w =
+            ArrowWriter::try_new(File::create(&path).unwrap(), schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        FileToRead { path, size }
+    }
+
+    /// Each batch's `k` type and its values as strings.
+    fn keys(batches: &[RecordBatch]) -> Vec<(DataType, Vec<Option<String>>)> {
+        batches
+            .iter()
+            .map(|b| {
+                let k = b.column(0);
+                let plain = arrow::compute::cast(k, &DataType::Utf8).unwrap();
+                let values = plain
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.map(str::to_string))
+                    .collect();
+                (k.data_type().clone(), values)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dictionary_encoded_chunks_of_allowed_columns_stay_dictionaries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let files = vec![
+            write(dir, "a.parquet", &[Some("x"), None, Some("y")], true),
+            write(dir, "b.parquet", &[Some("z"), Some("x")], true),
+            write(dir, "c.parquet", &[Some("x"), Some("w")], false),
+        ];
+        let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let s = |v: &str| Some(v.to_string());
+        // Allowed: the two dictionary-encoded files are one batch (their
+        // dictionaries merged); the plain file stays Utf8, in its own batch.
+        let got = read_files(&config(dir, Some(vec![true, false])), &files, 1).unwrap();
+        assert_eq!(
+            keys(&got.batches),
+            vec![
+                (dict.clone(), vec![s("x"), None, s("y"), s("z"), s("x")]),
+                (DataType::Utf8, vec![s("x"), s("w")]),
+            ]
+        );
+        let first = got.batches[0].column(0).as_dictionary::<Int32Type>();
+        assert_eq!(first.keys().null_count(), 1);
+        assert_eq!(got.batches[0].schema().field(0).data_type(), &dict);
+        // Not allowed: every batch in the declared types, one batch.
+        let got = read_files(&config(dir, None), &files, 1).unwrap();
+        assert_eq!(
+            keys(&got.batches),
+            vec![(
+                DataType::Utf8,
+                vec![s("x"), None, s("y"), s("z"), s("x"), s("x"), s("w")]
+            )]
+        );
+        assert_eq!(got.batches[0].schema(), schema());
+    }
 }
