@@ -1055,7 +1055,18 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
         .count()
         .unwrap();
     let minute = 60_000_000i64;
-    let times = [0, 1, 2, 3, 90, 91, 5];
+    // Minutes; the last row has no event time (no window: dropped, and the
+    // batch takes the general path).
+    let times = [
+        Some(0),
+        Some(1),
+        Some(2),
+        Some(3),
+        Some(90),
+        Some(91),
+        Some(5),
+        None,
+    ];
     let services = [
         Some("a"),
         None,
@@ -1064,6 +1075,7 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
         Some("b"),
         Some("a"),
         None,
+        Some("a"),
     ];
     let make = |plan: &CompiledPlan, range: std::ops::Range<usize>, encoded: bool| {
         let schema = &plan.leaves()[0].schema;
@@ -1081,10 +1093,15 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
             Arc::new(StringArray::from(services[range.clone()].to_vec()))
         };
         let cols = vec![
-            ts(&times[range.clone()]
-                .iter()
-                .map(|t| t * minute)
-                .collect::<Vec<_>>()),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    times[range.clone()]
+                        .iter()
+                        .map(|t| t.map(|t| t * minute))
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ) as ArrayRef,
             strs(&vec!["u"; n]),
             service,
             strs(&vec!["INFO"; n]),
@@ -1107,7 +1124,7 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
         let mut out = Vec::new();
         // Batch 0 sets the watermark to 81 minutes; batch 1's row at minute
         // 5 is late.
-        for (id, range) in [(0u64, 0..5), (1, 5..7)] {
+        for (id, range) in [(0u64, 0..5), (1, 5..8)] {
             let ctx = BatchContext {
                 batch_id: id,
                 output_mode: OutputMode::Update,
@@ -1129,6 +1146,10 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
         out
     };
     let plain = run_both(false);
+    // Batch 0: five groups; batch 1: the group at minute 91 (the row at
+    // minute 5 is late, the one without time has no window).
+    assert_eq!(plain[0].0.len(), 5, "{plain:?}");
+    assert_eq!(plain[1].0.len(), 1, "{plain:?}");
     assert_eq!(plain[1].1.len(), 1, "{plain:?}");
     assert_eq!(run_both(true), plain);
 }

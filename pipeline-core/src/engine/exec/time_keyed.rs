@@ -24,7 +24,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::HashMap;
 use datafusion::logical_expr::EmitTo;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
@@ -187,6 +187,11 @@ impl TimeKeyed {
         let mut strings = StringIds::new();
         let mut dictionary = DictionaryIds::default();
         let mut group_ids: Vec<usize> = Vec::new();
+        let mut literals: Vec<Vec<Option<ArrayRef>>> = self
+            .aggs
+            .iter()
+            .map(|a| vec![None; a.expressions().len()])
+            .collect();
         // The window the last row fell in, [lo, hi).
         let (mut lo, mut hi) = (0i64, i64::MIN);
         for full in batches {
@@ -248,45 +253,53 @@ impl TimeKeyed {
                     others.intern(&cols, &mut other_ids)?
                 }
             }
-            group_ids.clear();
-            group_ids.reserve(n);
-            for (&t, &id) in time.values().iter().zip(&other_ids) {
-                let t = match &self.window {
-                    // Event times come mostly in order: the last window is
-                    // reused while it holds, saving a division per row.
-                    Some(w) => {
-                        if t < lo || t >= hi {
-                            lo = t - (t - w.start_us).rem_euclid(w.slide_us);
-                            hi = lo.saturating_add(w.slide_us);
-                        }
-                        lo
-                    }
-                    None => t,
-                };
-                if id >= last.len() {
-                    last.resize(id + 1, (0, u32::MAX));
-                }
-                let (lt, lg) = last[id];
-                let g = if lg != u32::MAX && lt == t {
-                    lg
-                } else {
-                    let key = (t, id as u32);
-                    let g = *index.entry(key).or_insert_with(|| {
-                        groups.push(key);
-                        (groups.len() - 1) as u32
-                    });
-                    last[id] = (t, g);
-                    g
-                };
-                group_ids.push(g as usize);
+            // Every id interned so far has its slot in `last`.
+            if others.len() > last.len() {
+                last.resize(others.len(), (0, u32::MAX));
             }
-            for (acc, agg) in accs.iter_mut().zip(&self.aggs) {
+            let mut found = Found {
+                index: &mut index,
+                groups: &mut groups,
+            };
+            // The first `n` slots are written below: zeroed only when the
+            // buffer grows, never shrunk.
+            if group_ids.len() < n {
+                group_ids.resize(n, 0);
+            }
+            let group_ids = &mut group_ids[..n];
+            let times = &time.values()[..];
+            match &self.window {
+                Some(w) => {
+                    (lo, hi) = assign_windowed(
+                        times,
+                        &other_ids,
+                        *w,
+                        (lo, hi),
+                        &mut last,
+                        &mut found,
+                        group_ids,
+                    )?
+                }
+                None => assign(times, &other_ids, &mut last, &mut found, group_ids)?,
+            }
+            for ((acc, agg), constants) in accs.iter_mut().zip(&self.aggs).zip(&mut literals) {
                 let values = agg
                     .expressions()
                     .iter()
-                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+                    .zip(constants.iter_mut())
+                    .map(|(e, constant)| match constant {
+                        // A literal (`count(*)`'s): one array, sliced per batch.
+                        Some(c) if c.len() >= n => Ok(c.slice(0, n)),
+                        _ => {
+                            let v = e.evaluate(&batch)?.into_array(n)?;
+                            if e.downcast_ref::<Literal>().is_some() {
+                                *constant = Some(v.clone());
+                            }
+                            Ok(v)
+                        }
+                    })
                     .collect::<datafusion::error::Result<Vec<_>>>()?;
-                acc.update_batch(&values, &group_ids, None, groups.len())?;
+                acc.update_batch(&values, group_ids, None, groups.len())?;
             }
         }
         // Keys in the grouping's order, then each aggregate's state.
@@ -320,4 +333,84 @@ impl TimeKeyed {
             &RecordBatchOptions::new().with_row_count(Some(groups.len())),
         )?))
     }
+}
+
+/// The groups found so far: each (time key, other id) and the map back.
+struct Found<'a> {
+    index: &'a mut HashMap<(i64, u32), u32>,
+    groups: &'a mut Vec<(i64, u32)>,
+}
+
+impl Found<'_> {
+    /// The group of (time key `t`, other id `id`), made if new; recorded
+    /// in `last` (the id's last time key and group).
+    #[cold]
+    #[inline(never)]
+    fn group(&mut self, t: i64, id: usize, last: &mut (i64, u32)) -> usize {
+        let key = (t, id as u32);
+        let groups = &mut *self.groups;
+        let g = *self.index.entry(key).or_insert_with(|| {
+            groups.push(key);
+            (groups.len() - 1) as u32
+        });
+        *last = (t, g);
+        g as usize
+    }
+}
+
+/// A failure for an other id without its slot in `last` (never: the slots
+/// are made for every interned id first).
+fn missing_slot() -> OpFailure {
+    OpFailure("a grouping key id has no slot".into())
+}
+
+/// Sets `out[i]` to the group of row `i`: time key `times[i]`, other id
+/// `ids[i]`. `last` holds per other id the last (time key, group) seen:
+/// while rows stay in one window, that is the group.
+fn assign(
+    times: &[i64],
+    ids: &[usize],
+    last: &mut [(i64, u32)],
+    found: &mut Found,
+    out: &mut [usize],
+) -> std::result::Result<(), OpFailure> {
+    for ((slot, &t), &id) in out.iter_mut().zip(times).zip(ids) {
+        let l = last.get_mut(id).ok_or_else(missing_slot)?;
+        *slot = if l.1 != u32::MAX && l.0 == t {
+            l.1 as usize
+        } else {
+            found.group(t, id, l)
+        };
+    }
+    Ok(())
+}
+
+/// As [`assign`], the time key being the start of `w` holding each event
+/// time; `window` is the window of the previous row, `[lo, hi)`, and the
+/// window of the last row is returned.
+fn assign_windowed(
+    times: &[i64],
+    ids: &[usize],
+    w: InlineWindow,
+    window: (i64, i64),
+    last: &mut [(i64, u32)],
+    found: &mut Found,
+    out: &mut [usize],
+) -> std::result::Result<(i64, i64), OpFailure> {
+    let (mut lo, mut hi) = window;
+    for ((slot, &t), &id) in out.iter_mut().zip(times).zip(ids) {
+        // Event times come mostly in order: the last window is reused
+        // while it holds, saving a division per row.
+        if t < lo || t >= hi {
+            lo = t - (t - w.start_us).rem_euclid(w.slide_us);
+            hi = lo.saturating_add(w.slide_us);
+        }
+        let l = last.get_mut(id).ok_or_else(missing_slot)?;
+        *slot = if l.1 != u32::MAX && l.0 == lo {
+            l.1 as usize
+        } else {
+            found.group(lo, id, l)
+        };
+    }
+    Ok((lo, hi))
 }
