@@ -120,17 +120,22 @@ impl TimeKeyed {
             Some(p) => p.get(key).copied(),
             None => Some(key),
         };
-        let read_by_aggregate = self.aggs.iter().any(|agg| {
+        if prepared == Some(window_column) && !self.aggregates_read(key) && window.slide_us > 0 {
+            self.window = Some(window);
+        }
+        self
+    }
+
+    /// True when an aggregate (an argument or an ordering) reads column
+    /// `column` of the projected rows.
+    fn aggregates_read(&self, column: usize) -> bool {
+        self.aggs.iter().any(|agg| {
             let all = agg.all_expressions();
             all.args
                 .iter()
                 .chain(&all.order_by_exprs)
-                .any(|e| collect_columns(e).iter().any(|c| c.index() == key))
-        });
-        if prepared == Some(window_column) && !read_by_aggregate && window.slide_us > 0 {
-            self.window = Some(window);
-        }
-        self
+                .any(|e| collect_columns(e).iter().any(|c| c.index() == column))
+        })
     }
 
     /// True when [`run`](Self::run) computes the window start itself: the
@@ -150,14 +155,7 @@ impl TimeKeyed {
         if self.others_schema.field(0).data_type() != &DataType::Utf8 {
             return None;
         }
-        let read_by_aggregate = self.aggs.iter().any(|agg| {
-            let all = agg.all_expressions();
-            all.args
-                .iter()
-                .chain(&all.order_by_exprs)
-                .any(|e| collect_columns(e).iter().any(|c| c.index() == key))
-        });
-        if read_by_aggregate {
+        if self.aggregates_read(key) {
             return None;
         }
         match &self.projection {
