@@ -41,23 +41,34 @@ fn copy_inputs(src: &Path, dst: &Path) {
 /// Copies the files at positions `range` (in name order) of a case's inputs.
 fn copy_input_range(src: &Path, dst: &Path, range: std::ops::Range<usize>) {
     std::fs::create_dir_all(dst).unwrap();
+    for (i, n) in input_names(src).iter().enumerate() {
+        if !range.contains(&i) {
+            continue;
+        }
+        let to = dst.join(n);
+        std::fs::copy(src.join(n), &to).unwrap();
+        set_input_time(&to, i);
+    }
+}
+
+/// The JSON input files of `src`, in name order.
+fn input_names(src: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(src)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .filter(|n| n.ends_with(".json"))
         .collect();
     names.sort();
+    names
+}
+
+/// Gives input file `i` (in name order) a modification time after file
+/// `i - 1`'s: the file source reads files in that order.
+fn set_input_time(path: &Path, i: usize) {
     let base = SystemTime::now() - Duration::from_secs(3600);
-    for (i, n) in names.iter().enumerate() {
-        if !range.contains(&i) {
-            continue;
-        }
-        let to = dst.join(n);
-        std::fs::copy(src.join(n), &to).unwrap();
-        let f = std::fs::File::options().write(true).open(&to).unwrap();
-        f.set_modified(base + Duration::from_secs(i as u64 * 10))
-            .unwrap();
-    }
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(base + Duration::from_secs(i as u64 * 10))
+        .unwrap();
 }
 
 fn ts_text(micros: i64) -> String {
@@ -405,19 +416,10 @@ fn write_parquet(batch: &RecordBatch, to: &Path, dictionary: bool) {
 /// whether file `i` dictionary-encodes its strings.
 fn parquet_inputs(src: &Path, dst: &Path, dictionary: impl Fn(usize) -> bool) {
     std::fs::create_dir_all(dst).unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(src)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .filter(|n| n.ends_with(".json"))
-        .collect();
-    names.sort();
-    let base = SystemTime::now() - Duration::from_secs(3600);
-    for (i, n) in names.iter().enumerate() {
+    for (i, n) in input_names(src).iter().enumerate() {
         let to = dst.join(n.replace(".json", ".parquet"));
         write_parquet(&json_events(&src.join(n)), &to, dictionary(i));
-        let f = std::fs::File::options().write(true).open(&to).unwrap();
-        f.set_modified(base + Duration::from_secs(i as u64 * 10))
-            .unwrap();
+        set_input_time(&to, i);
     }
 }
 
