@@ -1019,26 +1019,7 @@ impl AggregateOp {
         cols: Vec<ArrayRef>,
         n: usize,
     ) -> std::result::Result<RecordBatch, OpFailure> {
-        let fields =
-            &self.prepared_schema.fields()[..cols.len().min(self.prepared_schema.fields().len())];
-        let schema = if cols.len() == self.prepared_schema.fields().len()
-            && fields
-                .iter()
-                .zip(&cols)
-                .all(|(f, c)| f.data_type() == c.data_type())
-        {
-            self.prepared_schema.clone()
-        } else {
-            let fields: Vec<Field> = fields
-                .iter()
-                .zip(&cols)
-                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
-                .collect();
-            Arc::new(Schema::new_with_metadata(
-                fields,
-                self.prepared_schema.metadata().clone(),
-            ))
-        };
+        let schema = super::schema_with_types(&self.prepared_schema, &cols);
         Ok(RecordBatch::try_new_with_options(
             schema,
             cols,

@@ -25,7 +25,12 @@ pub(crate) struct DictionaryIds {
     null_id: Option<usize>,
 }
 
-/// True for the dictionary type [`DictionaryIds`] reads.
+/// The dictionary type [`DictionaryIds`] reads: `Dictionary(Int32, Utf8)`.
+pub(crate) fn string_dictionary_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// True for [`string_dictionary_type`].
 pub(crate) fn is_string_dictionary(t: &DataType) -> bool {
     matches!(t, DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8)
 }

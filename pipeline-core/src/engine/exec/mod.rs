@@ -62,7 +62,7 @@
 
 mod aggregate;
 mod dedup;
-mod dictionary_ids;
+pub(crate) mod dictionary_ids;
 mod join;
 mod leaf;
 mod string_ids;
@@ -845,6 +845,28 @@ pub(crate) fn with_schema(
     )?)
 }
 
+/// The first `columns.len()` fields of `schema` (names, nullability,
+/// metadata) with the columns' own types: `schema` itself when it already
+/// matches them (a key may arrive dictionary-encoded, see
+/// [`CompiledPlan::leaf_dictionary_columns`]).
+pub(crate) fn schema_with_types(schema: &SchemaRef, columns: &[ArrayRef]) -> SchemaRef {
+    let fields = &schema.fields()[..columns.len().min(schema.fields().len())];
+    let same = fields.len() == schema.fields().len()
+        && fields
+            .iter()
+            .zip(columns)
+            .all(|(f, c)| f.data_type() == c.data_type());
+    if same {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = fields
+        .iter()
+        .zip(columns)
+        .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// `columns` as a batch of `n` rows in `schema`, each column cast to its
 /// field's type where it differs (e.g. a dictionary or timezone variant).
 pub(crate) fn batch_in_schema(
@@ -991,27 +1013,7 @@ fn conform_input(
         return Err(mismatch());
     }
     let n = b.num_rows();
-    let encoded = b
-        .schema_ref()
-        .fields()
-        .iter()
-        .any(|f| dictionary_ids::is_string_dictionary(f.data_type()));
-    let schema = if encoded {
-        // The leaf's fields (names, metadata), with the columns' types.
-        let fields: Vec<Field> = leaf
-            .schema
-            .fields()
-            .iter()
-            .zip(b.columns())
-            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
-            .collect();
-        Arc::new(Schema::new_with_metadata(
-            fields,
-            leaf.schema.metadata().clone(),
-        ))
-    } else {
-        leaf.schema.clone()
-    };
+    let schema = schema_with_types(&leaf.schema, b.columns());
     RecordBatch::try_new_with_options(
         schema,
         b.columns().to_vec(),

@@ -116,11 +116,10 @@ impl TimeKeyed {
     /// [`has_inline_window`](Self::has_inline_window)). Unchanged otherwise.
     pub(crate) fn with_inline_window(mut self, window_column: usize, window: InlineWindow) -> Self {
         let key = self.key_columns[self.time_key];
-        let prepared = match &self.projection {
-            Some(p) => p.get(key).copied(),
-            None => Some(key),
-        };
-        if prepared == Some(window_column) && !self.aggregates_read(key) && window.slide_us > 0 {
+        if self.prepared_index(key) == Some(window_column)
+            && !self.aggregates_read(key)
+            && window.slide_us > 0
+        {
             self.window = Some(window);
         }
         self
@@ -158,9 +157,15 @@ impl TimeKeyed {
         if self.aggregates_read(key) {
             return None;
         }
+        self.prepared_index(key)
+    }
+
+    /// The column of the prepared rows behind column `column` of the
+    /// projected rows.
+    fn prepared_index(&self, column: usize) -> Option<usize> {
         match &self.projection {
-            Some(p) => p.get(key).copied(),
-            None => Some(key),
+            Some(p) => p.get(column).copied(),
+            None => Some(column),
         }
     }
 
@@ -190,8 +195,6 @@ impl TimeKeyed {
             .iter()
             .map(|a| vec![None; a.expressions().len()])
             .collect();
-        // The window the last row fell in, [lo, hi).
-        let (mut lo, mut hi) = (0i64, i64::MIN);
         for full in batches {
             let batch = match &self.projection {
                 Some(p) => full.project(p)?,
@@ -266,19 +269,22 @@ impl TimeKeyed {
             }
             let group_ids = &mut group_ids[..n];
             let times = &time.values()[..];
-            match &self.window {
+            match self.window {
                 Some(w) => {
-                    (lo, hi) = assign_windowed(
-                        times,
-                        &other_ids,
-                        *w,
-                        (lo, hi),
-                        &mut last,
-                        &mut found,
-                        group_ids,
-                    )?
+                    // Event times come mostly in order: the last window,
+                    // [lo, hi), is reused while it holds, saving a division
+                    // per row.
+                    let (mut lo, mut hi) = (0i64, i64::MIN);
+                    let start = move |t: i64| {
+                        if t < lo || t >= hi {
+                            lo = t - (t - w.start_us).rem_euclid(w.slide_us);
+                            hi = lo.saturating_add(w.slide_us);
+                        }
+                        lo
+                    };
+                    assign(times, &other_ids, start, &mut last, &mut found, group_ids)?
                 }
-                None => assign(times, &other_ids, &mut last, &mut found, group_ids)?,
+                None => assign(times, &other_ids, |t| t, &mut last, &mut found, group_ids)?,
             }
             for ((acc, agg), constants) in accs.iter_mut().zip(&self.aggs).zip(&mut literals) {
                 let values = agg
@@ -362,17 +368,20 @@ fn missing_slot() -> OpFailure {
     OpFailure("a grouping key id has no slot".into())
 }
 
-/// Sets `out[i]` to the group of row `i`: time key `times[i]`, other id
-/// `ids[i]`. `last` holds per other id the last (time key, group) seen:
-/// while rows stay in one window, that is the group.
+/// Sets `out[i]` to the group of row `i`: time key `key(times[i])` (the
+/// time itself, or its window's start), other id `ids[i]`. `last` holds per
+/// other id the last (time key, group) seen: while rows stay in one window,
+/// that is the group.
 fn assign(
     times: &[i64],
     ids: &[usize],
+    mut key: impl FnMut(i64) -> i64,
     last: &mut [(i64, u32)],
     found: &mut Found,
     out: &mut [usize],
 ) -> std::result::Result<(), OpFailure> {
     for ((slot, &t), &id) in out.iter_mut().zip(times).zip(ids) {
+        let t = key(t);
         let l = last.get_mut(id).ok_or_else(missing_slot)?;
         *slot = if l.1 != u32::MAX && l.0 == t {
             l.1 as usize
@@ -381,34 +390,4 @@ fn assign(
         };
     }
     Ok(())
-}
-
-/// As [`assign`], the time key being the start of `w` holding each event
-/// time; `window` is the window of the previous row, `[lo, hi)`, and the
-/// window of the last row is returned.
-fn assign_windowed(
-    times: &[i64],
-    ids: &[usize],
-    w: InlineWindow,
-    window: (i64, i64),
-    last: &mut [(i64, u32)],
-    found: &mut Found,
-    out: &mut [usize],
-) -> std::result::Result<(i64, i64), OpFailure> {
-    let (mut lo, mut hi) = window;
-    for ((slot, &t), &id) in out.iter_mut().zip(times).zip(ids) {
-        // Event times come mostly in order: the last window is reused
-        // while it holds, saving a division per row.
-        if t < lo || t >= hi {
-            lo = t - (t - w.start_us).rem_euclid(w.slide_us);
-            hi = lo.saturating_add(w.slide_us);
-        }
-        let l = last.get_mut(id).ok_or_else(missing_slot)?;
-        *slot = if l.1 != u32::MAX && l.0 == lo {
-            l.1 as usize
-        } else {
-            found.group(lo, id, l)
-        };
-    }
-    Ok((lo, hi))
 }

@@ -28,6 +28,7 @@ use super::file::FileFormat;
 use super::json_fast::FastJson;
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
+use crate::engine::exec::dictionary_ids::string_dictionary_type;
 use crate::error::{Error, Result};
 
 /// Rows per decoded batch.
@@ -977,7 +978,7 @@ fn with_dictionary_columns(
     let Some(allowed) = &cfg.dictionary_columns else {
         return (meta, cfg.schema.clone());
     };
-    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let dictionary = string_dictionary_type();
     let file_schema = meta.schema().clone();
     let parquet = meta.metadata();
     let descr = parquet.file_metadata().schema_descr();
