@@ -1,8 +1,9 @@
 //! The Kafka source and sink against librdkafka's in-process mock cluster
-//! (a real Kafka-protocol broker listening on loopback): seed 002's update
-//! flow end to end, Spark's source columns and options, offsets in the
-//! checkpoint across restarts and failures, new partitions and topics,
-//! data loss, delivery failures and the sink's dry-run checks.
+//! (a real Kafka-protocol broker listening on loopback): an update flow
+//! counting events per key, Kafka to Kafka, end to end; Spark's source
+//! columns and options, offsets in the checkpoint across restarts and
+//! failures, new partitions and topics, data loss, delivery failures and
+//! the sink's dry-run checks.
 
 mod kafka_support;
 
@@ -28,8 +29,24 @@ fn spec(dir: &Path) -> dp::spec::PipelineSpec {
     .unwrap()
 }
 
+/// Builds (dry-run) and runs the pipeline. A dry-run problem comes back as
+/// the error the run would have given: `flow `x`: message` and its help
+/// (option values are checked at dry-run).
 fn try_run(p: &dp::Pipeline, dir: &Path) -> dp::Result<RunSummary> {
-    let graph = p.build(&spec(dir)).map_err(|d| d.to_string()).unwrap();
+    let graph = match p.build(&spec(dir)) {
+        Ok(g) => g,
+        Err(diags) => {
+            let d = diags.iter().next().expect("a failed build has a problem");
+            let message = match &d.subject {
+                Some(s) => format!("{s}: {}", d.message),
+                None => d.message.clone(),
+            };
+            return Err(match &d.help {
+                Some(h) => dp::Error::runtime_with_help(message, h.clone()),
+                None => dp::Error::runtime(message),
+            });
+        }
+    };
     run(&graph, &RunOptions::new(dir, dir.join("storage")))
 }
 
@@ -43,7 +60,8 @@ fn cluster() -> (MockCluster<'static, DefaultProducerContext>, String) {
     (c, b)
 }
 
-/// Seed 002's query: events → count per `CAST(key AS STRING)` → key/value.
+/// The `event_counts` example's query: events → count per
+/// `CAST(key AS STRING)` → key/value.
 fn event_counts(brokers: &str, topic: &str, max_per_trigger: Option<u64>) -> dp::Pipeline {
     event_counts_named("event_counts_flow", brokers, topic, max_per_trigger)
 }
@@ -101,7 +119,7 @@ fn counts(messages: &[Out]) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn seed_002_update_flow_counts_per_event_type_into_kafka() {
+fn update_flow_counts_per_event_type_into_kafka() {
     let (c, brokers) = cluster();
     c.create_topic("events", 3, 1).unwrap();
     c.create_topic("event-counts", 1, 1).unwrap();

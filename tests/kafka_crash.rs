@@ -1,5 +1,6 @@
-//! Seed 002's example (`examples/event_counts`) end to end against a
-//! separate broker process (tansu), killed mid-stream and restarted.
+//! The Kafka update-flow example (`examples/event_counts`: a running count
+//! per event type, Kafka to Kafka) end to end against a separate broker
+//! process (tansu), killed mid-stream and restarted.
 //!
 //! This test binary is also the pipeline binary: with `PIPELINE_CHILD=1` it
 //! runs the example's `main()` (the example's flow and `pipeline.yml`). The
@@ -169,7 +170,7 @@ fn main() -> std::process::ExitCode {
     let ref_out = latest_per_key(&consume_all(&brokers, "counts-ref"));
     let ref_stdout = String::from_utf8_lossy(&reference.stdout).to_string();
     results.push(check(
-        "seed 002 example: counts per event type in the output topic equal the input's",
+        "event_counts example: counts per event type in the output topic equal the input's",
         reference.status.success()
             && ref_out == expected()
             && ref_stdout.contains(&format!("{EVENTS} rows in")),

@@ -236,7 +236,7 @@ fn rows_reach_the_sink_at_once_and_epochs_commit_at_the_interval() {
     assert!(offsets.contains(r#"{"index":3}"#), "{offsets}");
 }
 
-/// Seed 002's shape (count per key, update mode) with a crash in the middle
+/// A running count per key in update mode with a crash in the middle
 /// of an epoch: the restart runs the epoch again from the last committed
 /// one, and the counts equal a run without the crash.
 #[test]
@@ -533,8 +533,8 @@ fn what_cannot_run_in_real_time_is_refused_at_dry_run() {
     );
 }
 
-/// Seed 002's query in real time: topic `rt-events` → count per key → a
-/// Kafka sink (`<flow>_sink`) writing topic `rt-counts`.
+/// The `event_counts` example's query in real time: topic `rt-events` →
+/// count per key → a Kafka sink (`<flow>_sink`) writing topic `rt-counts`.
 fn kafka_counts_pipeline(flow: &str, brokers: &str) -> dp::Pipeline {
     let b = brokers.to_string();
     let sink = format!("{flow}_sink");
@@ -574,8 +574,8 @@ fn wait_for_counts(brokers: &str, want: &BTreeMap<String, String>) {
     }
 }
 
-/// Seed 002 in real time: Kafka → count per key → Kafka (librdkafka's mock
-/// cluster). Counts arrive while the epoch is open.
+/// A running count per key in real time: Kafka → count per key → Kafka
+/// (librdkafka's mock cluster). Counts arrive while the epoch is open.
 #[test]
 fn kafka_counts_flow_in_real_time() {
     let c = rdkafka::mocking::MockCluster::new(1).unwrap();

@@ -605,7 +605,8 @@ fn tumbling_count(s: &Session) -> dp::Result<DataFrame> {
         .count()
 }
 
-/// Seed 001's error monitor: ERROR rows per service in sliding windows.
+/// The `error_monitor` example's query: ERROR rows per service in 5-minute
+/// windows sliding every minute, 10-minute watermark.
 fn error_monitor(s: &Session) -> dp::Result<DataFrame> {
     events(s)?
         .filter("level = 'ERROR'")?

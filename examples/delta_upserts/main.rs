@@ -1,11 +1,10 @@
-//! Running counts per user upserted into Delta tables, two ways (seed 004):
+//! Running counts per user upserted into Delta tables, two ways:
 //!
 //! - `customer_counts`: a Delta sink with `merge_keys: [userId]` in the
 //!   spec, which takes update mode and runs one idempotent MERGE per batch;
 //! - `merge_counts`: a foreach_batch sink whose closure runs the MERGE
-//!   itself with delta-rs' merge builder, like seed 004's `merge_counts`,
-//!   made idempotent with a Delta application transaction
-//!   (`txnAppId`/`txnVersion` in Spark).
+//!   itself with delta-rs' merge builder, made idempotent with a Delta
+//!   application transaction (`txnAppId`/`txnVersion` in Spark).
 //!
 //! Both tables end with the same rows. A pipeline that runs its own MERGE
 //! depends on the `deltalake` crate (the version the engine uses, 1.1,
@@ -58,7 +57,7 @@ fn merge_counts_path() -> PathBuf {
 /// flow's checkpoint is reset (its batch ids start again from 0).
 const APP_ID: &str = "delta_upserts.merge_counts";
 
-/// Seed 004's `merge_counts`: MERGE the batch into the table on `userId`,
+/// The foreach_batch closure: MERGE the batch into the table on `userId`,
 /// update matched rows, insert the others; skip a batch already merged.
 fn merge_counts(batches: &[RecordBatch], batch_id: u64) -> Result<()> {
     if batches.iter().all(|b| b.num_rows() == 0) {

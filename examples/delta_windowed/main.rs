@@ -1,5 +1,6 @@
-//! Seed 000's windowed count into a Delta table, and a second flow that
-//! reads that Delta table as a stream into another one.
+//! Events counted per user in 10-minute tumbling windows (10-minute
+//! watermark) into a Delta table, and a second flow that reads that Delta
+//! table as a stream into another one.
 //!
 //! `user_counts` is a Delta table (the default table format): each
 //! micro-batch's closed windows are one Delta commit carrying the flow's
@@ -15,7 +16,7 @@ use dp::prelude::*;
 use pipelines as dp;
 
 /// Events per user and 10-minute window, appended once the watermark passes the window's end.
-#[dp::table(comment = "seed 000: events per user and 10-minute window")]
+#[dp::table(comment = "events per user and 10-minute window")]
 fn user_counts(s: &Session) -> Result<DataFrame> {
     s.read_stream()
         .format("json")

@@ -1,5 +1,5 @@
-//! Seed 001's log pipeline, stateless part: JSON application logs → ERROR
-//! lines only → a Parquet table and the console.
+//! The stateless part of the log pipeline in `examples/error_monitor`: JSON
+//! application logs → ERROR lines only → a Parquet table and the console.
 //!
 //! ```text
 //! cargo run --example error_filter -- run

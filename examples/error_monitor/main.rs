@@ -1,4 +1,4 @@
-//! Seed 001's error monitor: JSON application logs → ERROR lines only →
+//! A windowed error monitor: JSON application logs → ERROR lines only →
 //! errors per service in 5-minute windows sliding every minute, with a
 //! 10-minute watermark, appended to the `error_counts` table.
 //!
@@ -27,7 +27,7 @@ fn errors(s: &Session) -> Result<DataFrame> {
 }
 
 /// Errors per service in 5-minute windows sliding every minute.
-#[dp::append_flow(target = "error_counts", comment = "seed 001: windowed error counts")]
+#[dp::append_flow(target = "error_counts", comment = "windowed error counts")]
 fn error_monitor(s: &Session) -> Result<DataFrame> {
     s.read_stream_table("errors")?
         .with_watermark("ts", "10 minutes")?

@@ -1,4 +1,4 @@
-//! Seed 002's update flow: Kafka events → `CAST(key AS STRING) AS event_type`
+//! An update flow: Kafka events → `CAST(key AS STRING) AS event_type`
 //! → a running count per event type → a Kafka sink, in update output mode.
 //! Each batch sends the counts it changed: key = event type, value = the
 //! count as text, so the output topic's latest message per key is the

@@ -1,4 +1,4 @@
-//! Seed 000's windowed append flow: JSON events with a 10-minute watermark,
+//! A windowed append flow: JSON events with a 10-minute watermark,
 //! counted per user in 10-minute tumbling windows, appended to a table once
 //! each window closes.
 //!

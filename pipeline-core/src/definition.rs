@@ -94,6 +94,8 @@ pub struct DatasetDef {
     pub comment: Option<String>,
     /// Where it was declared.
     pub origin: Option<Origin>,
+    /// Where each of `options` was written in the spec, by option name.
+    pub option_origins: BTreeMap<String, Origin>,
 }
 
 impl DatasetDef {
@@ -191,6 +193,7 @@ pub fn from_dataset_decl(d: &'static DatasetDecl) -> (DatasetDef, FlowDef) {
         merge_keys: Vec::new(),
         comment: d.comment.map(str::to_string),
         origin: origin.clone(),
+        option_origins: BTreeMap::new(),
     };
     let mut flow = FlowDef::append(d.name, d.name, Query::new(d.query));
     flow.comment = d.comment.map(str::to_string);

@@ -1,10 +1,13 @@
-//! Output modes and which sink and table formats accept which of them.
+//! Output modes and the questions the graph asks about a format's output
+//! modes, answered by the format's connector ([`crate::connector`]).
 //!
 //! Mirrors Spark's sink capabilities: files take append only; Delta tables
 //! take append and complete (and update when `merge_keys` make them an
 //! upsert target); Kafka, console, memory and foreach-batch take all three.
 
 use std::fmt;
+
+pub use crate::conf::OUTPUT_MODE_CONF_KEY;
 
 /// Structured Streaming's output modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,72 +44,31 @@ impl OutputMode {
     }
 }
 
-/// The per-flow configuration key choosing the output mode (`append`,
-/// `update` or `complete`), set in a flow's `conf(...)` or in the spec under
-/// `flows: { name: { options: { pipelines.outputMode: complete } } }`.
-pub const OUTPUT_MODE_CONF_KEY: &str = "pipelines.outputMode";
-
-const ALL: &[OutputMode] = &[OutputMode::Append, OutputMode::Update, OutputMode::Complete];
-const APPEND: &[OutputMode] = &[OutputMode::Append];
-const APPEND_COMPLETE: &[OutputMode] = &[OutputMode::Append, OutputMode::Complete];
-
-/// Every sink format the framework knows.
-pub const SINK_FORMATS: &[&str] = &[
-    "parquet",
-    "json",
-    "csv",
-    "delta",
-    "kafka",
-    "console",
-    "memory",
-    "foreach_batch",
-];
-
-/// Every storage format a table may use.
-pub const TABLE_FORMATS: &[&str] = &["delta", "parquet", "json", "csv"];
-
 /// The default storage format of streaming tables and materialized views:
 /// Delta Lake, as in Spark Declarative Pipelines (`format: parquet` keeps
 /// the file sink's `_spark_metadata` layout).
 pub const DEFAULT_TABLE_FORMAT: &str = "delta";
 
-/// Normalises a format name as users may write it (`foreachBatch`, `Delta`).
+/// Normalises a format name as users may write it (`foreachBatch`, `Delta`):
+/// the connector's canonical name.
 pub fn normalize_format(format: &str) -> String {
-    let lower = format.trim().to_ascii_lowercase();
-    match lower.as_str() {
-        "foreachbatch" | "foreach-batch" => "foreach_batch".to_string(),
-        _ => lower,
-    }
+    crate::connector::normalize(format)
 }
 
 /// The output modes a sink (or table) of this format accepts, or `None` for
 /// an unknown format. `merge_keys` turns a Delta target into an upsert target
 /// that also accepts update mode.
 pub fn accepted_modes(format: &str, has_merge_keys: bool) -> Option<&'static [OutputMode]> {
-    match normalize_format(format).as_str() {
-        "parquet" | "json" | "csv" => Some(APPEND),
-        "delta" if has_merge_keys => Some(ALL),
-        "delta" => Some(APPEND_COMPLETE),
-        "kafka" | "console" | "memory" | "foreach_batch" => Some(ALL),
-        _ => None,
-    }
+    crate::connector::sink(format).map(|s| s.accepted_modes(has_merge_keys))
 }
-
-/// The sink formats a real-time flow can write: they take rows as they are
-/// produced and make them durable once per epoch. File and Delta sinks
-/// commit once per micro-batch, and a foreach_batch callback is called once
-/// per batch id, so they are refused for real-time flows at dry-run.
-pub const REAL_TIME_SINK_FORMATS: &[&str] = &["kafka", "memory", "console"];
 
 /// Why a sink (or table) of `format` cannot take a real-time flow's rows,
 /// or `None` when it can.
 pub fn real_time_sink_problem(format: &str) -> Option<&'static str> {
-    match normalize_format(format).as_str() {
-        "kafka" | "memory" | "console" => None,
-        "parquet" | "json" | "csv" => Some("a file sink commits its files once per micro-batch, so rows could not reach it as they arrive"),
-        "delta" => Some("a Delta table commits a version once per micro-batch, so rows could not reach it as they arrive"),
-        "foreach_batch" => Some("a foreach_batch callback is called once per micro-batch with its batch id, which a real-time epoch does not have"),
-        _ => Some("this format cannot take rows as they arrive"),
+    match crate::connector::sink(format).map(|s| s.real_time()) {
+        Some(crate::connector::RealTime::Supported { .. }) => None,
+        Some(crate::connector::RealTime::Refused(why)) => Some(why),
+        None => Some("this format cannot take rows as they arrive"),
     }
 }
 
@@ -119,24 +81,19 @@ pub fn describe_modes(modes: &[OutputMode]) -> String {
         .join(", ")
 }
 
-/// The closest known name to `name`, if it is close enough to be a typo.
+/// The closest known name to `name`, if it is close enough to be a typo
+/// ([`crate::suggest::closest`]).
 pub fn did_you_mean<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let mut best: Option<(&str, f64)> = None;
-    for c in candidates {
-        let score = strsim::jaro_winkler(&name.to_ascii_lowercase(), &c.to_ascii_lowercase());
-        if score >= 0.8 && best.is_none_or(|(_, s)| score > s) {
-            best = Some((c, score));
-        }
-    }
-    best.map(|(c, _)| c)
+    crate::suggest::closest(name, candidates)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::connectors::{ALL_MODES as ALL, APPEND_COMPLETE, APPEND_ONLY as APPEND};
 
     #[test]
     fn sink_capabilities_follow_spark() {
@@ -159,10 +116,33 @@ mod tests {
 
     #[test]
     fn suggestions() {
+        let sinks = crate::connector::sink_names();
+        assert_eq!(did_you_mean("kafak", sinks.iter().copied()), Some("kafka"));
+        assert_eq!(did_you_mean("zzz", sinks.iter().copied()), None);
         assert_eq!(
-            did_you_mean("kafak", SINK_FORMATS.iter().copied()),
-            Some("kafka")
+            sinks,
+            [
+                "parquet",
+                "json",
+                "csv",
+                "delta",
+                "kafka",
+                "console",
+                "memory",
+                "foreach_batch"
+            ]
         );
-        assert_eq!(did_you_mean("zzz", SINK_FORMATS.iter().copied()), None);
+        assert_eq!(
+            crate::connector::table_names(),
+            ["delta", "parquet", "json", "csv"]
+        );
+        assert_eq!(
+            crate::connector::real_time_sink_names(),
+            ["kafka", "memory", "console"]
+        );
+        assert_eq!(
+            crate::connector::complete_mode_sink_names(),
+            ["kafka", "console", "memory", "foreach_batch", "delta"]
+        );
     }
 }

@@ -20,7 +20,7 @@ use crate::engine::runtime::LATE_ROWS_TO;
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
 use crate::formats::{
     accepted_modes, describe_modes, did_you_mean, normalize_format, OutputMode,
-    DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY, SINK_FORMATS, TABLE_FORMATS,
+    DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY,
 };
 use crate::plan::{Catalog, DataFrame, ResolvedPlan};
 use crate::real_time_checks;
@@ -54,6 +54,8 @@ pub struct Declarations {
     pub flows: Vec<FlowDef>,
     /// Spec settings per flow name.
     pub flow_settings: BTreeMap<String, FlowSettings>,
+    /// Where each key of `configuration` is in the spec.
+    pub configuration_origins: BTreeMap<String, Origin>,
 }
 
 /// A node of the dataflow graph.
@@ -236,15 +238,18 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                     Diagnostic::new("has no format")
                         .subject(d.subject())
                         .origin(d.origin.clone())
-                        .help(format!("set one of: {}", SINK_FORMATS.join(", "))),
+                        .help(format!(
+                            "set one of: {}",
+                            crate::connector::sink_names().join(", ")
+                        )),
                 );
             }
             continue;
         };
-        let known: &[&str] = match d.dataset_type() {
-            DatasetType::Sink => SINK_FORMATS,
+        let known: Vec<&str> = match d.dataset_type() {
+            DatasetType::Sink => crate::connector::sink_names(),
             DatasetType::TemporaryView => continue,
-            _ => TABLE_FORMATS,
+            _ => crate::connector::table_names(),
         };
         let norm = normalize_format(format);
         if !known.contains(&norm.as_str()) {
@@ -260,19 +265,20 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
             );
             continue;
         }
+        let Some(sink) = crate::connector::sink(&norm) else {
+            continue;
+        };
         if d.dataset_type() == DatasetType::Sink {
-            for required in required_sink_options(&norm) {
-                if !d.options.contains_key(*required) {
-                    diags.push(
-                        Diagnostic::new(format!("{norm} sink needs the option `{required}`"))
-                            .subject(d.subject())
-                            .origin(d.origin.clone())
-                            .help(format!("add `{required}: ...` under the sink's `options:`")),
-                    );
-                }
+            for required in sink.options().missing(&d.options) {
+                diags.push(
+                    Diagnostic::new(format!("{norm} sink needs the option `{required}`"))
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help(format!("add `{required}: ...` under the sink's `options:`")),
+                );
             }
         }
-        let upsert_target = d.dataset_type() == DatasetType::Sink && norm == "delta";
+        let upsert_target = d.dataset_type() == DatasetType::Sink && sink.takes_merge_keys();
         if !d.merge_keys.is_empty() && !upsert_target {
             diags.push(
                 Diagnostic::new("`merge_keys` only applies to Delta sinks")
@@ -351,7 +357,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                         Diagnostic::new(format!(
                             "update flows can only target sinks; `{}` is a {} {} (accepts {})",
                             d.name,
-                            format_title(&fmt),
+                            crate::connector::title(&fmt),
                             d.dataset_type().describe(),
                             modes
                         ))
@@ -499,6 +505,11 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                 );
             }
         }
+    }
+
+    // --- options of every source, sink, table and flow ---------------------------------
+    for d in crate::option_checks::check_options(&decls, &datasets, &flows, &plans) {
+        diags.push(d);
     }
 
     // --- reads, query types ------------------------------------------------------------
@@ -690,7 +701,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                             );
                         }
                     }
-                    kafka_sink_columns(f, target, &schema, &mut diags);
+                    sink_columns(f, target, &schema, &mut diags);
                     if let Some(expected) = declared.get(&target.name) {
                         if let Some(problem) = schema_difference(expected, &schema) {
                             diags.push(
@@ -897,16 +908,18 @@ fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Opti
     } else {
         format!("streaming table `{}` ({format})", target.name)
     };
-    let help = match (mode, format.as_str()) {
-        (OutputMode::Update, "delta") => "Delta tables take append and complete; declare `merge_keys` on the sink, or use foreach_batch with a MERGE".to_string(),
-        (OutputMode::Update, _) => format!(
+    let special = crate::connector::sink(&format).and_then(|s| s.mode_help(mode));
+    let help = match (mode, special) {
+        (_, Some(help)) => help.to_string(),
+        (OutputMode::Update, None) => format!(
             "{format} sinks take {} only: use #[append_flow], or write to a sink that takes updates (kafka, foreach_batch, delta with merge_keys)",
             describe_modes(modes)
         ),
         _ => format!(
-            "{format} {} take {} only: use append mode, or write complete results to a sink that takes them (kafka, console, memory, foreach_batch, delta)",
+            "{format} {} take {} only: use append mode, or write complete results to a sink that takes them ({})",
             if is_sink { "sinks" } else { "tables" },
-            describe_modes(modes)
+            describe_modes(modes),
+            crate::connector::complete_mode_sink_names().join(", ")
         ),
     };
     Some(
@@ -920,44 +933,23 @@ fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Opti
     )
 }
 
-/// A flow writing to a Kafka sink must give it a `value` (and the other
-/// columns the sink takes, with their types).
-fn kafka_sink_columns(
-    f: &FlowDef,
-    target: &DatasetDef,
-    schema: &SchemaRef,
-    diags: &mut Diagnostics,
-) {
-    let is_kafka = target.dataset_type() == DatasetType::Sink
-        && target.format.as_deref().map(normalize_format).as_deref() == Some("kafka");
-    if !is_kafka {
+/// The columns a flow writes must suit its sink (a Kafka sink needs a
+/// `value`, and the other columns it takes with their types): asked of the
+/// sink's connector.
+fn sink_columns(f: &FlowDef, target: &DatasetDef, schema: &SchemaRef, diags: &mut Diagnostics) {
+    if target.dataset_type() != DatasetType::Sink {
         return;
     }
-    for p in crate::engine::sinks::kafka::check_schema(schema, &target.options) {
+    let Some(sink) = target.format.as_deref().and_then(crate::connector::sink) else {
+        return;
+    };
+    for (message, help) in sink.check_schema(schema, &target.options) {
         diags.push(
-            Diagnostic::new(format!("writes to {}: {}", target.subject(), p.message))
+            Diagnostic::new(format!("writes to {}: {message}", target.subject()))
                 .subject(f.subject())
                 .origin(f.origin.clone())
-                .help(p.help),
+                .help(help),
         );
-    }
-}
-
-fn required_sink_options(format: &str) -> &'static [&'static str] {
-    match format {
-        "parquet" | "json" | "csv" | "delta" => &["path"],
-        "kafka" => &["kafka.bootstrap.servers"],
-        _ => &[],
-    }
-}
-
-fn format_title(format: &str) -> String {
-    match format {
-        "delta" => "Delta".to_string(),
-        "parquet" => "Parquet".to_string(),
-        "json" => "JSON".to_string(),
-        "csv" => "CSV".to_string(),
-        other => other.to_string(),
     }
 }
 

@@ -11,6 +11,8 @@
 
 pub mod checks;
 pub mod cli;
+pub mod conf;
+pub mod connector;
 pub mod definition;
 pub mod duration;
 pub mod engine;
@@ -18,6 +20,8 @@ pub mod error;
 pub mod formats;
 pub mod graph;
 pub mod init;
+mod option_checks;
+pub mod options;
 pub mod pipeline;
 pub mod plan;
 pub mod real_time_checks;
@@ -25,6 +29,7 @@ pub mod registry;
 pub mod render;
 pub mod session;
 pub mod spec;
+pub mod suggest;
 
 pub use definition::{DatasetDef, DatasetType, FlowDef, Query};
 pub use error::{Diagnostic, Diagnostics, Error, Origin, PlanError, Result};

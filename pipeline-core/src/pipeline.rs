@@ -265,6 +265,8 @@ impl Pipeline {
                         d.comment = t.comment.clone();
                     }
                     d.options.extend(t.options.clone());
+                    d.option_origins
+                        .extend(option_origins(spec, "tables", name, &t.options));
                 }
                 None => datasets.push(DatasetDef {
                     name: name.clone(),
@@ -276,6 +278,7 @@ impl Pipeline {
                     schema: t.schema.clone(),
                     comment: t.comment.clone(),
                     origin: spec_origin(t.line),
+                    option_origins: option_origins(spec, "tables", name, &t.options),
                     ..DatasetDef::default()
                 }),
             }
@@ -289,6 +292,7 @@ impl Pipeline {
                 merge_keys: s.merge_keys.clone(),
                 comment: s.comment.clone(),
                 origin: spec_origin(s.line),
+                option_origins: option_origins(spec, "sinks", name, &s.options),
                 ..DatasetDef::default()
             });
         }
@@ -317,6 +321,14 @@ impl Pipeline {
         Declarations {
             name: spec.name.clone(),
             configuration: spec.configuration.clone(),
+            configuration_origins: spec
+                .configuration
+                .keys()
+                .filter_map(|k| {
+                    let line = spec.line_of(&["configuration", k.as_str()])?;
+                    Some((k.clone(), spec_origin(Some(line))?))
+                })
+                .collect(),
             datasets,
             flows: self.flows.clone(),
             flow_settings,
@@ -363,4 +375,28 @@ pub fn display_path(path: &Path) -> String {
         }
     }
     path.display().to_string()
+}
+
+/// Where each of `options` of the spec's `<section>.<name>.options` was
+/// written, by option name.
+fn option_origins(
+    spec: &PipelineSpec,
+    section: &str,
+    name: &str,
+    options: &BTreeMap<String, String>,
+) -> BTreeMap<String, Origin> {
+    options
+        .keys()
+        .filter_map(|k| {
+            let line = spec.line_of(&[section, name, "options", k.as_str()])?;
+            let file = display_path(&spec.path);
+            Some((
+                k.clone(),
+                Origin::Spec {
+                    file,
+                    line: Some(line),
+                },
+            ))
+        })
+        .collect()
 }

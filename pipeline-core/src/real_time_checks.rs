@@ -16,10 +16,7 @@
 
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
 use crate::error::Diagnostic;
-use crate::formats::{
-    normalize_format, real_time_sink_problem, OutputMode, DEFAULT_TABLE_FORMAT,
-    REAL_TIME_SINK_FORMATS,
-};
+use crate::formats::{normalize_format, real_time_sink_problem, OutputMode, DEFAULT_TABLE_FORMAT};
 use crate::plan::{DataFrame, JoinType, PlanNode};
 
 /// The micro-batch trigger suggested instead of real-time mode.
@@ -62,7 +59,7 @@ pub fn check_real_time(
                 ),
                 format!(
                     "write to a sink that takes rows as they arrive ({}), or run the flow in micro-batches (`{MICRO_BATCH_FIX}`)",
-                    REAL_TIME_SINK_FORMATS.join(", ")
+                    crate::connector::real_time_sink_names().join(", ")
                 ),
             );
         }

@@ -145,7 +145,7 @@ fn empty_pipeline() {
 fn unknown_target_with_suggestion() {
     let p = Pipeline::new()
         .table("logs", logs)
-        .append_flow("copy", "logz", read_logs); // @copy
+        .append_flow("copy", "logz", read_logs);
     let d = errors(&p, BASIC_SPEC);
     assert_one(
         &d,
@@ -626,5 +626,113 @@ fn several_problems_are_reported_at_once() {
     assert!(
         text.ends_with("4 errors; nothing was read or written."),
         "{text}"
+    );
+}
+
+fn json_logs(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("ts TIMESTAMP, level STRING")
+        .load("data/logs")
+}
+
+#[test]
+fn an_unknown_sink_option_names_its_line_and_the_option_meant() {
+    let p = Pipeline::new().append_flow("to_console", "out", json_logs);
+    let yaml = "name: test\nstorage: ./storage\nsinks:\n  out:\n    format: console\n    options:\n      numRowz: 20\n";
+    let errs = errors(&p, yaml);
+    assert_eq!(
+        errs,
+        vec![
+            Diagnostic::new("`numRowz` is not an option of the console sink")
+                .subject("sink `out`")
+                .origin(spec_line(7))
+                .help("did you mean `numRows`? known options: numRows, truncate, queryName")
+        ]
+    );
+    assert_eq!(
+        errs[0].to_string(),
+        "error: sink `out` (pipeline.yml:7): `numRowz` is not an option of the console sink\n  help: did you mean `numRows`? known options: numRows, truncate, queryName"
+    );
+}
+
+#[test]
+fn an_unknown_flow_option_in_the_spec_names_its_line_and_the_option_meant() {
+    let p = Pipeline::new()
+        .append_flow("copy", "out", json_logs)
+        .create_sink("out", "console", [("numRows", "5")]);
+    let yaml = "name: test\nstorage: ./storage\nflows:\n  copy:\n    options:\n      maxFilesPerTriger: \"1\"\n";
+    let errs = errors(&p, yaml);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].origin, spec_line(6));
+    assert_eq!(
+        errs[0].to_string(),
+        "error: flow `copy` (pipeline.yml:6): `maxFilesPerTriger` under `flows.copy.options` is neither a setting of the flow nor an option of its sources\n  help: did you mean `maxFilesPerTrigger`? known settings and options: pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, path, maxFilesPerTrigger, maxBytesPerTrigger, latestFirst, fileNameOnly, pathGlobFilter, ignoreMissingFiles, ignoreCorruptFiles, mode, columnNameOfCorruptRecord, multiLine, encoding, timestampFormat, timestampNTZFormat, dateFormat"
+    );
+}
+
+#[test]
+fn unknown_source_options_in_code_and_bad_values_from_the_spec_fail_dry_run() {
+    // A typo in code points at the flow's declaration.
+    let typo = Pipeline::new()
+        .append_flow("copy", "out", |s: &Session| {
+            // @typo
+            s.read_stream()
+                .format("json")
+                .schema("ts TIMESTAMP")
+                .option("maxFilesPerTriger", "1")
+                .load("data/logs")
+        })
+        .create_sink("out", "console", [("numRows", "5")]);
+    let errs = errors(&typo, BASIC_SPEC);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].subject.as_deref(), Some("flow `copy`"));
+    assert_eq!(errs[0].origin, at("typo"));
+    assert_eq!(
+        errs[0].message,
+        "`maxFilesPerTriger` is not an option of the json source `data/logs`"
+    );
+    assert!(
+        errs[0].help.as_deref().is_some_and(|h| h.starts_with(
+            "did you mean `maxFilesPerTrigger`? known options: path, maxFilesPerTrigger,"
+        )),
+        "{:?}",
+        errs[0].help
+    );
+    // A bad value set in the spec is the source's own parse error, at its line.
+    let p = Pipeline::new()
+        .append_flow("copy", "out", json_logs)
+        .create_sink("out", "console", [("numRows", "5")]);
+    let yaml = "name: test\nstorage: ./storage\nflows:\n  copy:\n    options:\n      maxFilesPerTrigger: zero\n";
+    assert_eq!(
+        errors(&p, yaml),
+        vec![Diagnostic::new(
+            "option `maxFilesPerTrigger` must be a positive whole number, got `zero`"
+        )
+        .subject("flow `copy`")
+        .origin(spec_line(6))
+        .help(".option(\"maxFilesPerTrigger\", \"10\")")]
+    );
+    // A bad sink value, and an unknown key of the framework's namespace.
+    let bad = Pipeline::new()
+        .append_flow("copy", "out", json_logs)
+        .create_sink("out", "console", [("numRows", "lots")]);
+    let yaml =
+        "name: test\nstorage: ./storage\nconfiguration:\n  pipelines.checkpoint.fsnyc: \"true\"\n";
+    let errs: Vec<String> = errors(&bad, yaml).iter().map(|d| d.to_string()).collect();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].ends_with(": option `numRows` is `lots`, not a whole number\n  help: set `numRows` to how many rows to print per batch (default 20)"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[0].starts_with("error: sink `out` (pipeline-core/tests/graph_validation.rs:"),
+        "{}",
+        errs[0]
+    );
+    assert_eq!(
+        errs[1],
+        "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
     );
 }

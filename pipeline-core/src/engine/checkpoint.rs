@@ -41,9 +41,7 @@ use crate::error::{Error, Result};
 /// The version line of the offset and commit logs.
 const LOG_VERSION: &str = "v1";
 
-/// The pipeline setting that makes every checkpoint, log and output file
-/// durable against power loss (fsync before the next protocol step).
-pub const FSYNC_CONF_KEY: &str = "pipelines.checkpoint.fsync";
+pub use crate::conf::FSYNC_CONF_KEY;
 
 static FSYNC: AtomicBool = AtomicBool::new(false);
 

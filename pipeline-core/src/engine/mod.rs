@@ -15,6 +15,7 @@
 //! progress and the event log).
 
 pub mod checkpoint;
+pub mod connectors;
 pub mod delta;
 pub mod exec;
 pub mod kafka_conf;

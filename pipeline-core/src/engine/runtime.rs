@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 
+use crate::connector::Reset;
 use crate::definition::DatasetType;
 use crate::engine::checkpoint::{
     shape_diff, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
@@ -29,7 +30,7 @@ use crate::engine::progress::{BatchProgress, PhaseDurations, ProgressReporter, S
 use crate::engine::sink::{Sink, SinkContext};
 use crate::engine::source::{Offset, Source, SourceContext};
 use crate::error::{Error, Result};
-use crate::formats::{normalize_format, OutputMode};
+use crate::formats::OutputMode;
 use crate::graph::{DatasetNode, FlowNode, PipelineGraph};
 use crate::plan::ddl::type_to_ddl;
 use crate::plan::PlanNode;
@@ -176,15 +177,15 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
         }
         if ds.def.dataset_type() != DatasetType::Sink {
             let path = table_path(ds, opts);
-            // A Delta table is truncated in a new version (its history stays
-            // readable); other tables are removed.
-            if !(normalize_format(&ds.format()) == "delta"
-                && crate::engine::delta::truncate(
-                    &path,
-                    ds.schema.clone(),
-                    &ds.def.partition_cols,
-                )?)
-            {
+            // A table whose format keeps history (Delta) is truncated in a
+            // new version; other tables are removed.
+            let truncated = match crate::connector::sink(&ds.format()) {
+                Some(c) if c.reset() == Reset::Truncate => {
+                    c.truncate(&path, ds.schema.clone(), &ds.def.partition_cols)?
+                }
+                _ => false,
+            };
+            if !truncated {
                 remove_dir(&path)?;
             }
         }
@@ -522,8 +523,9 @@ impl StreamingQuery {
         let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
         if recompute {
             remove_dir(&ckpt_dir)?;
-            // A Delta view is overwritten in a new version by its batch.
-            if normalize_format(&target.format()) != "delta" {
+            // A view whose format keeps history (Delta) is overwritten in a
+            // new version by its batch; other views are removed first.
+            if !keeps_history(&target.format()) {
                 remove_dir(&table_path(target, opts))?;
             }
         }
@@ -1052,8 +1054,7 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
-/// The setting choosing how many hash partitions hold aggregation state.
-pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
+pub use crate::conf::SHUFFLE_PARTITIONS;
 
 /// The flow's state partitions: its settings, then the pipeline's
 /// `configuration:`, else twice the cores (at most 16).
@@ -1083,6 +1084,12 @@ fn state_partitions(graph: &PipelineGraph, flow: &FlowNode) -> Result<usize> {
     }
 }
 
+/// True when tables of `format` are cleared by truncation in a new version
+/// rather than by removing their directory (Delta).
+fn keeps_history(format: &str) -> bool {
+    crate::connector::sink(format).is_some_and(|c| c.reset() == Reset::Truncate)
+}
+
 /// A flow's settings: its `conf(...)`, overridden by the spec's options.
 fn flow_settings(flow: &FlowNode) -> BTreeMap<String, String> {
     let mut all = flow.def.conf.clone();
@@ -1090,9 +1097,7 @@ fn flow_settings(flow: &FlowNode) -> BTreeMap<String, String> {
     all
 }
 
-/// The flow option naming the sink or table that receives the rows
-/// stateful operators drop as late.
-pub const LATE_ROWS_TO: &str = "pipelines.lateRowsTo";
+pub use crate::conf::LATE_ROWS_TO;
 
 /// Opens the sink of `pipelines.lateRowsTo`, when the flow sets it.
 fn open_late_sink(
@@ -1146,9 +1151,7 @@ fn sink_context(
         _ => Some(table_path(target, opts)),
     };
     let mut options: BTreeMap<String, String> = target.def.options.clone();
-    if target.def.dataset_type() == DatasetType::MaterializedView
-        && normalize_format(&format) == "delta"
-    {
+    if target.def.dataset_type() == DatasetType::MaterializedView && keeps_history(&format) {
         // A materialized view is recomputed on every run: its one batch
         // replaces the table's contents in a new version.
         options.insert(

@@ -65,7 +65,7 @@ pub trait Sink: Send {
     /// Real-time mode: true when the sink takes rows as they are produced
     /// ([`add_rows`](Self::add_rows)) and makes them durable once per epoch
     /// ([`commit_epoch`](Self::commit_epoch)). The formats that do are
-    /// [`REAL_TIME_SINK_FORMATS`](crate::formats::REAL_TIME_SINK_FORMATS).
+    /// those whose connector says [`RealTime::Supported`](crate::connector::RealTime::Supported).
     fn supports_real_time(&self) -> bool {
         false
     }

@@ -164,29 +164,12 @@ fn quote_name(name: &str) -> String {
 }
 
 /// The closest of `candidates` to `word` (case-insensitive), when it is a
-/// likely typo: at most 1 edit (transpositions count as one) for short
-/// words, 2 from 5 characters, 3 from 10.
+/// likely typo ([`crate::suggest::closest`]).
 pub(crate) fn closest<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let lower = word.to_lowercase();
-    let len = lower.chars().count();
-    let allowed = if len >= 10 {
-        3
-    } else if len >= 5 {
-        2
-    } else {
-        1
-    };
-    let mut best: Option<(&str, usize)> = None;
-    for c in candidates {
-        let d = strsim::osa_distance(&lower, &c.to_lowercase());
-        if d <= allowed && best.is_none_or(|(_, b)| d < b) {
-            best = Some((c, d));
-        }
-    }
-    best.map(|(c, _)| c)
+    crate::suggest::closest(word, candidates)
 }
 
 struct DdlParser<'a> {

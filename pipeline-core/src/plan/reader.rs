@@ -33,70 +33,60 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
+use crate::connector::DeclaredRead;
 use crate::error::{PlanError, Result};
 use crate::plan::ddl::{closest, parse_ddl_schema, SESSION_TIME_ZONE};
 use crate::plan::{DataFrame, PlanNode};
 
-/// The source formats a reader knows.
+/// A source format: the name of a registered source connector
+/// ([`crate::connector`]). The built-in ones are associated constants
+/// (`SourceFormat::Json`, ...); [`SourceFormat::parse`] finds any
+/// registered one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SourceFormat {
-    /// JSON lines files.
-    Json,
-    /// CSV files (with a header line unless `header=false`).
-    Csv,
-    /// Parquet files.
-    Parquet,
-    /// Text files, one row per line.
-    Text,
-    /// Generated rows: `timestamp`, `value` (`rowsPerSecond`).
-    Rate,
-    /// Lines read from a TCP socket (`host`, `port`).
-    Socket,
-    /// Rows pushed in memory by a test.
-    Memory,
-    /// A Kafka topic.
-    Kafka,
-    /// A Delta table.
-    Delta,
-}
+pub struct SourceFormat(&'static str);
 
+#[allow(non_upper_case_globals)]
 impl SourceFormat {
-    /// Every format, in documentation order.
-    pub const ALL: [SourceFormat; 9] = [
-        SourceFormat::Json,
-        SourceFormat::Csv,
-        SourceFormat::Parquet,
-        SourceFormat::Text,
-        SourceFormat::Rate,
-        SourceFormat::Socket,
-        SourceFormat::Memory,
-        SourceFormat::Kafka,
-        SourceFormat::Delta,
-    ];
+    /// JSON lines files.
+    pub const Json: SourceFormat = SourceFormat("json");
+    /// CSV files (with a header line when `header=true`).
+    pub const Csv: SourceFormat = SourceFormat("csv");
+    /// Parquet files.
+    pub const Parquet: SourceFormat = SourceFormat("parquet");
+    /// Text files, one row per line.
+    pub const Text: SourceFormat = SourceFormat("text");
+    /// Generated rows: `timestamp`, `value` (`rowsPerSecond`).
+    pub const Rate: SourceFormat = SourceFormat("rate");
+    /// Lines read from a TCP socket (`host`, `port`).
+    pub const Socket: SourceFormat = SourceFormat("socket");
+    /// Rows pushed in memory by a test.
+    pub const Memory: SourceFormat = SourceFormat("memory");
+    /// A Kafka topic.
+    pub const Kafka: SourceFormat = SourceFormat("kafka");
+    /// A Delta table.
+    pub const Delta: SourceFormat = SourceFormat("delta");
 
     /// The name used in `.format(...)`.
     pub fn name(&self) -> &'static str {
-        match self {
-            SourceFormat::Json => "json",
-            SourceFormat::Csv => "csv",
-            SourceFormat::Parquet => "parquet",
-            SourceFormat::Text => "text",
-            SourceFormat::Rate => "rate",
-            SourceFormat::Socket => "socket",
-            SourceFormat::Memory => "memory",
-            SourceFormat::Kafka => "kafka",
-            SourceFormat::Delta => "delta",
-        }
+        self.0
+    }
+
+    /// Every registered source format, in documentation order.
+    pub fn all() -> Vec<SourceFormat> {
+        crate::connector::source_names()
+            .into_iter()
+            .map(SourceFormat)
+            .collect()
     }
 
     /// Parses a format name (case-insensitive); the error lists the known
     /// formats and suggests a close one.
     pub fn parse(name: &str) -> Result<SourceFormat, PlanError> {
-        let lower = name.trim().to_ascii_lowercase();
-        if let Some(f) = SourceFormat::ALL.iter().find(|f| f.name() == lower) {
-            return Ok(*f);
+        if let Some(c) = crate::connector::find(name).filter(|c| c.source().is_some()) {
+            return Ok(SourceFormat(c.name()));
         }
-        let known: Vec<&str> = SourceFormat::ALL.iter().map(|f| f.name()).collect();
+        let lower = name.trim().to_ascii_lowercase();
+        let known = crate::connector::source_names();
         let help = match closest(&lower, known.iter().copied()) {
             Some(s) => format!("did you mean `{s}`? known formats: {}", known.join(", ")),
             None => format!("known formats: {}", known.join(", ")),
@@ -107,36 +97,9 @@ impl SourceFormat {
         ))
     }
 
-    /// True for the formats read from a path.
-    pub fn needs_path(&self) -> bool {
-        matches!(
-            self,
-            SourceFormat::Json
-                | SourceFormat::Csv
-                | SourceFormat::Parquet
-                | SourceFormat::Text
-                | SourceFormat::Delta
-        )
-    }
-
-    /// The fixed schema of formats that have one (`rate`, `socket`, `text`,
-    /// `kafka` without headers).
-    pub fn fixed_schema(&self) -> Option<SchemaRef> {
-        match self {
-            SourceFormat::Rate => Some(Arc::new(Schema::new(vec![
-                Field::new("timestamp", timestamp(), true),
-                Field::new("value", DataType::Int64, true),
-            ]))),
-            SourceFormat::Socket | SourceFormat::Text => {
-                Some(Arc::new(Schema::new(vec![Field::new(
-                    "value",
-                    DataType::Utf8,
-                    true,
-                )])))
-            }
-            SourceFormat::Kafka => Some(kafka_schema(false)),
-            _ => None,
-        }
+    /// The connector reading this format.
+    pub fn connector(&self) -> Option<&'static dyn crate::connector::SourceConnector> {
+        crate::connector::source(self.0)
     }
 }
 
@@ -315,9 +278,8 @@ impl DataStreamReader {
     }
 
     fn build(self, path: Option<String>) -> Result<DataFrame> {
-        let kind = if self.streaming { "streaming" } else { "batch" };
         let Some(format_name) = self.format.as_deref() else {
-            let known: Vec<&str> = SourceFormat::ALL.iter().map(|f| f.name()).collect();
+            let known = crate::connector::source_names();
             return Err(PlanError::with_help(
                 "the source has no format",
                 format!(
@@ -333,179 +295,17 @@ impl DataStreamReader {
             Some(Err(e)) => return Err(e.into()),
             None => None,
         };
-        let spec_for_option = SourceSpec {
-            format,
-            schema: None,
-            options: self.options.clone(),
-            path: None,
+        let connector = format
+            .connector()
+            .ok_or_else(|| PlanError::new(format!("unknown source format `{format_name}`")))?;
+        // The connector checks the path, the schema and its required options.
+        let schema = connector.declare(&DeclaredRead {
+            format: format.name(),
+            path: path.as_deref(),
+            schema: user_schema,
+            options: &self.options,
             streaming: self.streaming,
-        };
-        let opt = |k: &str| spec_for_option.option(k).map(str::to_string);
-
-        // Path rules.
-        match (&path, format.needs_path()) {
-            (None, true) => {
-                return Err(PlanError::with_help(
-                    format!("{format} source needs a path"),
-                    format!("load it with .load(\"data/{format}\")"),
-                )
-                .into())
-            }
-            (Some(p), true) if p.trim().is_empty() => {
-                return Err(PlanError::with_help(
-                    format!("{format} source has an empty path"),
-                    format!("load it with .load(\"data/{format}\")"),
-                )
-                .into())
-            }
-            (Some(p), false) if format != SourceFormat::Memory => {
-                return Err(PlanError::with_help(
-                    format!("{format} source takes no path, got `{p}`"),
-                    "load it with .load_default() and configure it with .option(...)",
-                )
-                .into())
-            }
-            _ => {}
-        }
-
-        // Schema rules.
-        let schema = match format {
-            SourceFormat::Rate | SourceFormat::Socket | SourceFormat::Kafka => {
-                if user_schema.is_some() {
-                    return Err(PlanError::with_help(
-                        format!("{format} source does not take a schema"),
-                        format!(
-                            "remove .schema(...): the {format} source always has the schema {}",
-                            crate::plan::ddl::schema_to_ddl(
-                                &format
-                                    .fixed_schema()
-                                    .unwrap_or_else(|| Arc::new(Schema::empty()))
-                            )
-                        ),
-                    )
-                    .into());
-                }
-                if format == SourceFormat::Kafka {
-                    let headers = opt("includeHeaders")
-                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-                    Some(kafka_schema(headers))
-                } else {
-                    format.fixed_schema()
-                }
-            }
-            SourceFormat::Text => {
-                if let Some(s) = &user_schema {
-                    let ok = s.fields().len() == 1
-                        && matches!(s.field(0).data_type(), DataType::Utf8 | DataType::LargeUtf8);
-                    if !ok {
-                        return Err(PlanError::with_help(
-                            "text source schema must be a single STRING column",
-                            "remove .schema(...) to get the column `value STRING`",
-                        )
-                        .into());
-                    }
-                    user_schema
-                } else {
-                    format.fixed_schema()
-                }
-            }
-            SourceFormat::Json | SourceFormat::Csv => {
-                if user_schema.is_none() && self.streaming {
-                    return Err(PlanError::with_help(
-                        format!("{kind} {format} source needs a schema"),
-                        "declare it with .schema(\"ts TIMESTAMP, user_id STRING, ...\") before .load(...)",
-                    )
-                    .into());
-                }
-                user_schema
-            }
-            SourceFormat::Memory => {
-                if user_schema.is_none() {
-                    return Err(PlanError::with_help(
-                        "memory source needs a schema",
-                        "declare it with .schema(\"ts TIMESTAMP, value BIGINT\") before loading",
-                    )
-                    .into());
-                }
-                user_schema
-            }
-            SourceFormat::Parquet | SourceFormat::Delta => user_schema,
-        };
-
-        // Required options.
-        match format {
-            SourceFormat::Kafka => {
-                if opt("kafka.bootstrap.servers").is_none() {
-                    return Err(PlanError::with_help(
-                        "kafka source needs the option `kafka.bootstrap.servers`",
-                        ".option(\"kafka.bootstrap.servers\", \"host:9092\")",
-                    )
-                    .into());
-                }
-                let subs: Vec<&str> = ["subscribe", "subscribePattern", "assign"]
-                    .into_iter()
-                    .filter(|k| opt(k).is_some())
-                    .collect();
-                if subs.len() != 1 {
-                    return Err(PlanError::with_help(
-                        if subs.is_empty() {
-                            "kafka source needs one of the options `subscribe`, `subscribePattern` or `assign`".to_string()
-                        } else {
-                            format!(
-                                "kafka source takes only one of the options `subscribe`, `subscribePattern` or `assign`, got {}",
-                                subs.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" and ")
-                            )
-                        },
-                        ".option(\"subscribe\", \"events\")",
-                    )
-                    .into());
-                }
-            }
-            SourceFormat::Socket => {
-                for k in ["host", "port"] {
-                    if opt(k).is_none() {
-                        return Err(PlanError::with_help(
-                            format!("socket source needs the option `{k}`"),
-                            ".option(\"host\", \"localhost\").option(\"port\", 9999)",
-                        )
-                        .into());
-                    }
-                }
-                if let Some(p) = opt("port") {
-                    if p.trim().parse::<u16>().is_err() {
-                        return Err(PlanError::with_help(
-                            format!("socket source option `port` must be a port number, got `{p}`"),
-                            ".option(\"port\", 9999)",
-                        )
-                        .into());
-                    }
-                }
-            }
-            SourceFormat::Rate => {
-                for k in ["rowsPerSecond", "rampUpTime", "numPartitions"] {
-                    if let Some(v) = opt(k) {
-                        let ok = if k == "rampUpTime" {
-                            crate::duration::parse_interval(&v).is_ok()
-                                || v.trim().trim_end_matches('s').parse::<u64>().is_ok()
-                        } else {
-                            v.trim().parse::<u64>().is_ok_and(|n| n > 0)
-                        };
-                        if !ok {
-                            return Err(PlanError::with_help(
-                                format!("rate source option `{k}` has an invalid value `{v}`"),
-                                if k == "rampUpTime" {
-                                    "use a duration such as \"5s\""
-                                } else {
-                                    "use a positive whole number"
-                                },
-                            )
-                            .into());
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
+        })?;
 
         Ok(DataFrame::from_node(PlanNode::Source(SourceSpec {
             format,

@@ -15,7 +15,6 @@
 //! file is there yet.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -31,7 +30,7 @@ use datafusion::optimizer::Analyzer;
 use super::ddl::{closest, schema_to_ddl};
 use super::functions::{SESSION_WINDOW_FN, WINDOW_FN};
 use super::{
-    Catalog, ColumnExpr, DataFrame, JoinType, PlanNode, SourceFormat, SourceSpec, UNKNOWN_DATASET,
+    Catalog, ColumnExpr, DataFrame, JoinType, PlanNode, SourceSpec, UNKNOWN_DATASET,
     WATERMARK_METADATA_KEY,
 };
 use crate::error::PlanError;
@@ -1078,131 +1077,14 @@ fn source_schema(spec: &SourceSpec) -> Result<SchemaRef, PlanError> {
     if let Some(s) = &spec.schema {
         return Ok(s.clone());
     }
-    let path = spec.path.clone().unwrap_or_default();
-    if spec.format == SourceFormat::Delta && crate::engine::delta::is_delta_table(Path::new(&path))
-    {
-        // The table's schema from its log (with partition columns and
-        // columns added later), not from one of its files.
-        return crate::engine::delta::table_schema(Path::new(&path)).map_err(|e| {
-            PlanError::with_help(
-                format!("cannot read the schema of the {}: {e}", spec.describe()),
-                "check the path points at a Delta table (a directory with `_delta_log`)",
-            )
-        });
-    }
-    let help = || {
-        format!(
-            "declare the schema with .schema(\"ts TIMESTAMP, ...\") on the {} reader, or add a file under `{path}`",
-            spec.format
-        )
-    };
-    let ext = match spec.format {
-        SourceFormat::Parquet | SourceFormat::Delta => "parquet",
-        SourceFormat::Json => "json",
-        SourceFormat::Csv => "csv",
-        _ => {
-            return Err(PlanError::new(format!(
-                "the schema of the {} is unknown",
-                spec.describe()
-            )));
-        }
-    };
-    let Some(file) = first_file(Path::new(&path), ext) else {
-        return Err(PlanError::with_help(
-            format!(
-                "cannot infer the schema of the {}: no .{ext} file under it",
-                spec.describe()
-            ),
-            help(),
-        ));
-    };
-    let fail = |why: String| {
-        PlanError::with_help(
-            format!(
-                "cannot infer the schema of the {} from `{}`: {why}",
-                spec.describe(),
-                file.display()
-            ),
-            help(),
-        )
-    };
-    let f = std::fs::File::open(&file).map_err(|e| fail(e.to_string()))?;
-    match spec.format {
-        SourceFormat::Parquet | SourceFormat::Delta => {
-            let b =
-                datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-                    f,
-                )
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(b.schema().clone())
-        }
-        SourceFormat::Json => {
-            let mut r = std::io::BufReader::new(f);
-            let (schema, _) =
-                arrow::json::reader::infer_json_schema_from_seekable(&mut r, Some(1000))
-                    .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(schema))
-        }
-        _ => {
-            let header = spec
-                .option("header")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-            let delimiter = spec
-                .option("sep")
-                .or_else(|| spec.option("delimiter"))
-                .and_then(|s| s.bytes().next())
-                .unwrap_or(b',');
-            let format = arrow::csv::reader::Format::default()
-                .with_header(header)
-                .with_delimiter(delimiter);
-            let (schema, _) = format
-                .infer_schema(std::io::BufReader::new(f), Some(1000))
-                .map_err(|e| fail(e.to_string()))?;
-            // Spark names header-less CSV columns _c0, _c1, ...
-            let fields: Vec<Field> = schema
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, fl)| {
-                    if header {
-                        fl.as_ref().clone()
-                    } else {
-                        fl.as_ref().clone().with_name(format!("_c{i}"))
-                    }
-                })
-                .collect();
-            Ok(Arc::new(Schema::new(fields)))
-        }
-    }
-}
-
-/// The first file (in path order) ending in `.ext` under `dir` (or `dir`
-/// itself), skipping hidden, `_`-prefixed entries such as `_delta_log`.
-fn first_file(dir: &Path, ext: &str) -> Option<PathBuf> {
-    if dir.is_file() {
-        return Some(dir.to_path_buf());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| !n.starts_with('.') && !n.starts_with('_'))
-        })
-        .collect();
-    entries.sort();
-    for p in &entries {
-        if p.is_file() && p.extension().and_then(|e| e.to_str()) == Some(ext) {
-            return Some(p.clone());
-        }
-    }
-    for p in &entries {
-        if p.is_dir() {
-            if let Some(f) = first_file(p, ext) {
-                return Some(f);
-            }
-        }
-    }
-    None
+    let connector = spec.format.connector().ok_or_else(|| {
+        PlanError::new(format!("the schema of the {} is unknown", spec.describe()))
+    })?;
+    connector.infer_schema(&crate::connector::DeclaredRead {
+        format: spec.format.name(),
+        path: spec.path.as_deref(),
+        schema: None,
+        options: &spec.options,
+        streaming: spec.streaming,
+    })
 }

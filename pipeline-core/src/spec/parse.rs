@@ -52,18 +52,10 @@ struct Ctx<'a> {
     lines: BTreeMap<String, usize>,
 }
 
-/// The closest of `candidates` to `word`, when close enough to suggest.
+/// The closest of `candidates` to `word`, when close enough to suggest
+/// ([`crate::suggest::closest`]).
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
-    let lower = word.to_lowercase();
-    candidates
-        .iter()
-        .map(|c| (*c, strsim::jaro_winkler(&lower, c)))
-        .filter(|(c, score)| {
-            *score >= 0.85
-                || strsim::damerau_levenshtein(&lower, c) <= (c.chars().count() / 3).max(1)
-        })
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(c, _)| c)
+    crate::suggest::closest(word, candidates.iter().copied())
 }
 
 fn backticked(names: &[&str]) -> String {

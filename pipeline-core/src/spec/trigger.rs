@@ -9,12 +9,7 @@ use crate::error::PlanError;
 /// Spark's smallest checkpoint interval for the real-time trigger.
 pub const MIN_REAL_TIME_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The per-flow configuration key selecting a trigger (Databricks style):
-/// `RealTime`, `AvailableNow`, `Once` or `ProcessingTime`, case-insensitive.
-pub const TRIGGER_CONF_KEY: &str = "pipelines.trigger";
-
-/// The per-flow configuration key holding the trigger interval, e.g. `"5 minutes"`.
-pub const TRIGGER_INTERVAL_CONF_KEY: &str = "pipelines.trigger.interval";
+pub use crate::conf::{TRIGGER_CONF_KEY, TRIGGER_INTERVAL_CONF_KEY};
 
 /// When a streaming flow runs, mirroring Spark's `Trigger`.
 ///

@@ -17,8 +17,7 @@ use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 
 use crate::error::{Error, Result};
 
-/// The configuration key choosing how several watermarks combine.
-pub const MULTIPLE_WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+pub use crate::conf::MULTIPLE_WATERMARK_POLICY;
 
 /// How the watermarks of several `with_watermark` operators combine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

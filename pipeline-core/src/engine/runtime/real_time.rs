@@ -38,7 +38,7 @@ use crate::engine::exec::{BatchContext, StateOperatorProgress};
 use crate::engine::progress::{BatchProgress, PhaseDurations, SourceProgress};
 use crate::engine::source::Offset;
 use crate::error::{Error, Result};
-use crate::formats::{OutputMode, REAL_TIME_SINK_FORMATS};
+use crate::formats::OutputMode;
 
 /// The longest a step waits for the sources before it looks at the clock
 /// (the checkpoint interval, a stop request) again.
@@ -89,7 +89,7 @@ impl StreamingQuery {
                 ),
                 format!(
                     "write to a {} sink, or use a micro-batch trigger",
-                    REAL_TIME_SINK_FORMATS.join(", ")
+                    crate::connector::real_time_sink_names().join(", ")
                 ),
             ));
         }

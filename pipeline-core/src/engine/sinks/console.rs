@@ -28,10 +28,11 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use super::file::{bool_option, option};
+use crate::engine::connectors::builtin::NUM_ROWS_HELP;
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
+use crate::options::Options;
 
 /// Spark's cell width limit when `truncate` is on.
 const TRUNCATE_WIDTH: usize = 20;
@@ -52,19 +53,11 @@ impl ConsoleSink {
 
     /// Opens a console sink printing to `out` (tests capture output this way).
     pub fn with_writer(ctx: &SinkContext, out: Box<dyn Write + Send>) -> Result<ConsoleSink> {
-        let num_rows = match option(&ctx.options, "numRows") {
-            None => 20,
-            Some(v) => v.trim().parse::<usize>().map_err(|_| {
-                Error::runtime_with_help(
-                    format!(
-                        "sink `{}`: option `numRows` is `{v}`, not a whole number",
-                        ctx.name
-                    ),
-                    "set `numRows` to how many rows to print per batch (default 20)",
-                )
-            })?,
-        };
-        let truncate = if bool_option(ctx, "truncate", true)? {
+        let options = Options::for_sink(&ctx.options, &ctx.name);
+        let num_rows = options
+            .count_with_help("numRows", Some(NUM_ROWS_HELP))?
+            .map_or(20, |n| n as usize);
+        let truncate = if options.bool("truncate", true)? {
             TRUNCATE_WIDTH
         } else {
             0

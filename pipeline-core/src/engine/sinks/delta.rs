@@ -38,11 +38,11 @@ use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 
-use super::file::bool_option;
 use crate::engine::delta::{self, block_on, delta_error, is_commit_conflict};
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
+use crate::options::Options;
 
 /// The internal sink option that makes every batch replace the table
 /// (materialized views, recomputed on each run).
@@ -77,8 +77,9 @@ impl DeltaSink {
                 "set `path:` under the sink's `options:` (a directory; it is created when missing)",
             ));
         };
-        let merge_schema = bool_option(ctx, "mergeSchema", false)?;
-        let overwrite = bool_option(ctx, OVERWRITE_OPTION, false)?;
+        let options = Options::for_sink(&ctx.options, &ctx.name);
+        let merge_schema = options.bool("mergeSchema", false)?;
+        let overwrite = options.bool(OVERWRITE_OPTION, false)?;
         let columns: Vec<&str> = ctx
             .schema
             .fields()
@@ -92,7 +93,7 @@ impl DeltaSink {
             if let Some(n) = columns.iter().find(|n| n.eq_ignore_ascii_case(c)) {
                 return Ok(n.to_string());
             }
-            let help = match crate::formats::did_you_mean(c, columns.iter().copied()) {
+            let help = match crate::suggest::closest(c, columns.iter().copied()) {
                 Some(s) => format!("did you mean `{s}`?"),
                 None => format!("use columns of the output: {}", columns.join(", ")),
             };

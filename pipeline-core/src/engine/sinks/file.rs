@@ -17,7 +17,7 @@
 //! (0: no limit), and for csv `header` (default `true`) and `sep` /
 //! `delimiter` (default `,`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,7 @@ use super::parquet_writer::{encode_threads, ParallelParquetWriter};
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
+use crate::options::Options;
 
 /// Hive's name for the partition of null (and empty) values.
 pub const DEFAULT_PARTITION_NAME: &str = "__HIVE_DEFAULT_PARTITION__";
@@ -75,30 +76,6 @@ impl FileFormat {
     }
 }
 
-/// Looks an option up case-insensitively (Spark options are).
-pub(crate) fn option<'a>(options: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
-    options
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.as_str())
-}
-
-/// Parses a `true`/`false` option.
-pub(crate) fn bool_option(ctx: &SinkContext, key: &str, default: bool) -> Result<bool> {
-    match option(&ctx.options, key) {
-        None => Ok(default),
-        Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
-        Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(Error::runtime_with_help(
-            format!(
-                "sink `{}`: option `{key}` is `{v}`, not `true` or `false`",
-                ctx.name
-            ),
-            format!("set `{key}` to `true` or `false`"),
-        )),
-    }
-}
-
 /// A sink writing parquet, JSON lines or CSV files to a table directory.
 pub struct FileSink {
     name: String,
@@ -120,7 +97,8 @@ impl FileSink {
     /// partition columns, and reads which batches of `ctx.query_id` the
     /// manifest already lists.
     pub fn open(ctx: &SinkContext) -> Result<FileSink> {
-        let format = parse_format(ctx)?;
+        let options = Options::for_sink(&ctx.options, &ctx.name);
+        let format = parse_format(&ctx.format, &options)?;
         let Some(path) = &ctx.path else {
             return Err(Error::runtime_with_help(
                 format!("sink `{}`: a {} sink needs a path", ctx.name, format.name()),
@@ -129,18 +107,7 @@ impl FileSink {
         };
         fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
         let dir = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-        let max_records_per_file = match option(&ctx.options, "maxRecordsPerFile") {
-            None => 0,
-            Some(v) => v.trim().parse::<u64>().map_err(|_| {
-                Error::runtime_with_help(
-                    format!(
-                        "sink `{}`: option `maxRecordsPerFile` is `{v}`, not a whole number",
-                        ctx.name
-                    ),
-                    "set `maxRecordsPerFile` to a number of rows (0: no limit)",
-                )
-            })?,
-        };
+        let max_records_per_file = max_records_per_file(&options)?;
         let mut partition_cols = Vec::new();
         for c in &ctx.partition_cols {
             let found = ctx
@@ -449,21 +416,40 @@ impl Sink for FileSink {
     }
 }
 
-fn parse_format(ctx: &SinkContext) -> Result<FileFormat> {
-    let compression = option(&ctx.options, "compression").map(|c| c.trim().to_ascii_lowercase());
+/// The help for a bad `maxRecordsPerFile`.
+const MAX_RECORDS_HELP: &str = "set `maxRecordsPerFile` to a number of rows (0: no limit)";
+
+fn max_records_per_file(options: &Options) -> Result<u64> {
+    Ok(options
+        .count_with_help("maxRecordsPerFile", Some(MAX_RECORDS_HELP))?
+        .unwrap_or(0))
+}
+
+/// Checks a file sink's options as opening it parses them (format,
+/// compression, CSV settings, `maxRecordsPerFile`): what dry-run runs.
+pub(crate) fn check_sink_options(format: &str, options: &Options) -> Result<()> {
+    parse_format(format, options)?;
+    max_records_per_file(options)?;
+    Ok(())
+}
+
+fn parse_format(format: &str, options: &Options) -> Result<FileFormat> {
+    let name = options.reader_name();
+    let compression = options
+        .get("compression")
+        .map(|c| c.trim().to_ascii_lowercase());
     let no_compression = |format: &str| -> Result<()> {
         match compression.as_deref() {
             None | Some("none") | Some("uncompressed") => Ok(()),
             Some(c) => Err(Error::runtime_with_help(
                 format!(
-                    "sink `{}`: compression `{c}` is not supported for {format} files by this build",
-                    ctx.name
+                    "sink `{name}`: compression `{c}` is not supported for {format} files by this build"
                 ),
                 "remove the `compression` option (files are written uncompressed)",
             )),
         }
     };
-    match ctx.format.as_str() {
+    match format {
         "parquet" => {
             let c = match compression.as_deref() {
                 None | Some("snappy") => Compression::SNAPPY,
@@ -471,10 +457,7 @@ fn parse_format(ctx: &SinkContext) -> Result<FileFormat> {
                 Some("none") | Some("uncompressed") => Compression::UNCOMPRESSED,
                 Some(c) => {
                     return Err(Error::runtime_with_help(
-                        format!(
-                            "sink `{}`: parquet compression `{c}` is not supported",
-                            ctx.name
-                        ),
+                        format!("sink `{name}`: parquet compression `{c}` is not supported"),
                         "use `snappy` (the default), `zstd` or `none`",
                     ))
                 }
@@ -487,27 +470,20 @@ fn parse_format(ctx: &SinkContext) -> Result<FileFormat> {
         }
         "csv" => {
             no_compression("csv")?;
-            let header = bool_option(ctx, "header", true)?;
-            let sep = option(&ctx.options, "sep").or_else(|| option(&ctx.options, "delimiter"));
-            let delimiter = match sep {
+            let header = options.bool("header", true)?;
+            let delimiter = match options.get_any(&["sep", "delimiter"]) {
                 None => b',',
-                Some("\\t") => b'\t',
-                Some(s) if s.len() == 1 => s.as_bytes()[0],
-                Some(s) => {
-                    return Err(Error::runtime_with_help(
-                        format!(
-                            "sink `{}`: separator `{s}` must be a single ASCII character",
-                            ctx.name
-                        ),
+                Some(s) => crate::options::parse_char(s).ok_or_else(|| {
+                    Error::runtime_with_help(
+                        format!("sink `{name}`: separator `{s}` must be a single ASCII character"),
                         "set `sep` to one character, e.g. `,`, `;`, `|` or `\\t`",
-                    ))
-                }
+                    )
+                })?,
             };
             Ok(FileFormat::Csv { header, delimiter })
         }
         other => Err(Error::runtime(format!(
-            "sink `{}`: `{other}` is not a file format (parquet, json, csv)",
-            ctx.name
+            "sink `{name}`: `{other}` is not a file format (parquet, json, csv)"
         ))),
     }
 }

@@ -23,10 +23,10 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
-use super::file::option;
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::error::Result;
 use crate::formats::OutputMode;
+use crate::options::Options;
 
 #[derive(Debug)]
 struct Entry {
@@ -138,7 +138,8 @@ impl MemorySink {
     /// Opens the sink, creating its table (named by option `queryName`, else
     /// the sink's name) when it does not exist yet.
     pub fn open(ctx: &SinkContext) -> Result<MemorySink> {
-        let name = option(&ctx.options, "queryName")
+        let name = Options::for_sink(&ctx.options, &ctx.name)
+            .get("queryName")
             .map(str::to_string)
             .unwrap_or_else(|| ctx.name.clone());
         let table = registry()

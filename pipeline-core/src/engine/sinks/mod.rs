@@ -29,48 +29,36 @@ pub use kafka::KafkaSink;
 pub use manifest::{committed_files, CommittedFile};
 pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};
 
+use crate::connector::Connector;
 use crate::engine::sink::{Sink, SinkContext};
 use crate::error::{Error, Result};
 
-/// The sink formats this build can write.
-pub const SUPPORTED_SINK_FORMATS: &[&str] = &[
-    "parquet",
-    "json",
-    "csv",
-    "delta",
-    "console",
-    "memory",
-    "foreach_batch",
-    "kafka",
-];
-
-/// Opens the sink for `ctx.format`: `parquet`/`json`/`csv` → [`FileSink`],
-/// `console` → [`ConsoleSink`] (standard output), `memory` → [`MemorySink`],
-/// `foreach_batch` → [`ForeachBatchSink`] with `foreach` or else the closure
-/// registered under the sink's name, `delta` → [`DeltaSink`], `kafka` → [`KafkaSink`].
+/// Opens the sink for `ctx.format` through its connector (see
+/// [`crate::connector`]). A `foreach_batch` sink calls `foreach` when
+/// given, else the closure registered under the sink's name.
 pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Box<dyn Sink>> {
-    let format = crate::formats::normalize_format(&ctx.format);
+    let format = crate::connector::normalize(&ctx.format);
     let ctx = SinkContext { format, ..ctx };
-    Ok(match ctx.format.as_str() {
-        "parquet" | "json" | "csv" => Box::new(FileSink::open(&ctx)?),
-        "console" => Box::new(ConsoleSink::open(&ctx)?),
-        "memory" => Box::new(MemorySink::open(&ctx)?),
-        "foreach_batch" => Box::new(ForeachBatchSink::open(&ctx, foreach)?),
-        "delta" => Box::new(DeltaSink::open(&ctx)?),
-        "kafka" => Box::new(KafkaSink::open(&ctx)?),
-        other => {
-            let help =
-                match crate::formats::did_you_mean(other, SUPPORTED_SINK_FORMATS.iter().copied()) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None => format!("use one of {}", SUPPORTED_SINK_FORMATS.join(", ")),
-                };
-            return Err(Error::runtime_with_help(
+    if let Some(f) = foreach {
+        if ctx.format == crate::engine::connectors::builtin::FOREACH_BATCH.name() {
+            return Ok(Box::new(ForeachBatchSink::open(&ctx, Some(f))?));
+        }
+    }
+    match crate::connector::sink(&ctx.format) {
+        Some(connector) => connector.open(&ctx),
+        None => {
+            let known = crate::connector::sink_names();
+            let help = match crate::suggest::closest(&ctx.format, known.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("use one of {}", known.join(", ")),
+            };
+            Err(Error::runtime_with_help(
                 format!(
-                    "sink `{}`: format `{other}` is not a known sink format",
-                    ctx.name
+                    "sink `{}`: format `{}` is not a known sink format",
+                    ctx.name, ctx.format
                 ),
                 help,
-            ));
+            ))
         }
-    })
+    }
 }

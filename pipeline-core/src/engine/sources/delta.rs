@@ -114,18 +114,18 @@ pub struct DeltaSource {
     backlog_files: Option<u64>,
 }
 
-impl DeltaSource {
-    /// Opens a read of the Delta table at `path` (relative to the spec's
-    /// directory). `batch`: read the latest snapshot whole instead of
-    /// streaming. The table may not exist yet: it has no data then.
-    pub fn open(
-        path: &str,
-        schema: SchemaRef,
-        options: Options,
-        ctx: SourceContext,
-        batch: bool,
-    ) -> Result<DeltaSource> {
-        let dir = resolve_path(&ctx.base_dir, path);
+/// The Delta source's settings, parsed from its options: what opening the
+/// source reads, and what dry-run checks.
+pub(crate) struct DeltaSourceOptions {
+    policy: ChangePolicy,
+    start: Start,
+    max_files: u64,
+    max_bytes: Option<u64>,
+}
+
+impl DeltaSourceOptions {
+    /// Parses the options of a Delta source of flow `flow`.
+    pub(crate) fn parse(options: &Options, flow: &str) -> Result<Self> {
         let flag = |k: &str| options.bool(k, false);
         let policy = if flag("skipChangeCommits")? {
             ChangePolicy::SkipChangeCommits
@@ -145,7 +145,7 @@ impl DeltaSource {
                     return Err(Error::runtime_with_help(
                         format!(
                             "flow `{}`: option `startingVersion` must be a table version (0, 1, ...) or `latest`, got `{v}`",
-                            ctx.flow
+                            flow
                         ),
                         ".option(\"startingVersion\", \"0\")",
                     ))
@@ -156,22 +156,44 @@ impl DeltaSource {
             return Err(Error::runtime_with_help(
                 format!(
                     "flow `{}`: option `startingTimestamp` of the Delta source is not supported",
-                    ctx.flow
+                    flow
                 ),
                 "use `startingVersion` with the table version to start from (see the table's history)",
             ));
         }
+        Ok(DeltaSourceOptions {
+            policy,
+            start,
+            max_files: options
+                .positive("maxFilesPerTrigger")?
+                .unwrap_or(DEFAULT_MAX_FILES),
+            max_bytes: options.bytes("maxBytesPerTrigger")?,
+        })
+    }
+}
+
+impl DeltaSource {
+    /// Opens a read of the Delta table at `path` (relative to the spec's
+    /// directory). `batch`: read the latest snapshot whole instead of
+    /// streaming. The table may not exist yet: it has no data then.
+    pub fn open(
+        path: &str,
+        schema: SchemaRef,
+        options: Options,
+        ctx: SourceContext,
+        batch: bool,
+    ) -> Result<DeltaSource> {
+        let dir = resolve_path(&ctx.base_dir, path);
+        let settings = DeltaSourceOptions::parse(&options, &ctx.flow)?;
         Ok(DeltaSource {
             flow: ctx.flow.clone(),
             dir,
             schema,
             batch,
-            start,
-            policy,
-            max_files: options
-                .positive("maxFilesPerTrigger")?
-                .unwrap_or(DEFAULT_MAX_FILES),
-            max_bytes: options.bytes("maxBytesPerTrigger")?,
+            start: settings.start,
+            policy: settings.policy,
+            max_files: settings.max_files,
+            max_bytes: settings.max_bytes,
             cap: None,
             snapshot: None,
             initial: None,

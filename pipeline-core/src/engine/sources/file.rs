@@ -151,27 +151,12 @@ impl FileSource {
     ) -> Result<FileSource> {
         let flow = ctx.flow.clone();
         let root = make_root(&ctx, path, table)?;
-        let mode = match options.get("mode").map(|m| m.trim().to_ascii_uppercase()) {
-            None => Mode::Permissive,
-            Some(m) if m == "PERMISSIVE" => Mode::Permissive,
-            Some(m) if m == "DROPMALFORMED" => Mode::DropMalformed,
-            Some(m) if m == "FAILFAST" => Mode::FailFast,
-            Some(m) => {
-                return Err(Error::runtime_with_help(
-                    format!("flow `{flow}`: unknown mode `{m}`"),
-                    "use PERMISSIVE, DROPMALFORMED or FAILFAST",
-                ))
-            }
-        };
-        let corrupt_name = options
-            .get("columnNameOfCorruptRecord")
-            .unwrap_or("_corrupt_record")
-            .to_string();
+        let settings = FileSourceOptions::parse(format, &options, &flow)?;
         let corrupt_idx = match format {
             FileFormat::Json | FileFormat::Csv => schema
                 .fields()
                 .iter()
-                .position(|f| f.name() == &corrupt_name)
+                .position(|f| f.name() == &settings.corrupt_name)
                 .filter(|&i| schema.field(i).data_type() == &DataType::Utf8),
             _ => None,
         };
@@ -196,82 +181,20 @@ impl FileSource {
                 "remove .schema(...) to get the column `value STRING`",
             ));
         }
-        let csv = CsvOptions {
-            header: options.bool("header", false)?,
-            delimiter: match options.byte_char("sep")? {
-                Some(c) => c,
-                None => options.byte_char("delimiter")?.unwrap_or(b','),
-            },
-            quote: options.byte_char("quote")?.unwrap_or(b'"'),
-            escape: Some(options.byte_char("escape")?.unwrap_or(b'\\')),
-            comment: options.byte_char("comment")?,
-            null_value: options
-                .get("nullValue")
-                .filter(|v| !v.is_empty())
-                .map(str::to_string),
-        };
-        if let Some(enc) = options.get("encoding").or_else(|| options.get("charset")) {
-            let e = enc.trim().to_ascii_lowercase().replace('-', "");
-            if e != "utf8" {
-                return Err(Error::runtime_with_help(
-                    format!("flow `{flow}`: encoding `{enc}` is not supported"),
-                    "convert the files to UTF-8 and remove the option",
-                ));
-            }
-        }
-        let path_filter = match options.get("pathGlobFilter") {
-            None => None,
-            Some(g) => Some(
-                GlobBuilder::new(g)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|e| {
-                        Error::runtime_with_help(
-                            format!(
-                                "flow `{flow}`: option `pathGlobFilter` is not a valid glob: {e}"
-                            ),
-                            ".option(\"pathGlobFilter\", \"*.json\")",
-                        )
-                    })?
-                    .compile_matcher(),
-            ),
-        };
         let parse = ParseConfig {
             flow: flow.clone(),
             format,
             schema: schema.clone(),
             data_schema,
             corrupt_idx,
-            mode,
-            csv,
-            multi_line: format == FileFormat::Json && options.bool("multiLine", false)?,
-            ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
+            mode: settings.mode,
+            csv: settings.csv,
+            multi_line: settings.multi_line,
+            ignore_corrupt_files: settings.ignore_corrupt_files,
             base_dir: ctx.base_dir.clone(),
             read_columns: None,
             dictionary_columns: None,
         };
-        // Spark's pattern options would change how timestamps parse; reading
-        // ISO-8601 instead would silently turn other forms into nulls.
-        for key in ["timestampFormat", "timestampNTZFormat", "dateFormat"] {
-            if let Some(v) = options.get(key) {
-                let iso = matches!(
-                    v.trim(),
-                    "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]"
-                        | "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
-                        | "yyyy-MM-dd"
-                );
-                if !iso {
-                    return Err(Error::runtime_with_help(
-                        format!(
-                            "flow `{flow}`: option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
-                        ),
-                        format!(
-                            "remove `{key}` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)"
-                        ),
-                    ));
-                }
-            }
-        }
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
@@ -284,12 +207,12 @@ impl FileSource {
             root,
             table,
             state_dir: ctx.state_dir.clone(),
-            max_files: options.positive("maxFilesPerTrigger")?,
-            max_bytes: options.bytes("maxBytesPerTrigger")?,
-            latest_first: options.bool("latestFirst", false)?,
-            file_name_only: options.bool("fileNameOnly", false)?,
-            path_filter,
-            ignore_missing: options.bool("ignoreMissingFiles", false)?,
+            max_files: settings.max_files,
+            max_bytes: settings.max_bytes,
+            latest_first: settings.latest_first,
+            file_name_only: settings.file_name_only,
+            path_filter: settings.path_filter,
+            ignore_missing: settings.ignore_missing,
             parse,
             log: BTreeMap::new(),
             seen: HashSet::new(),
@@ -477,6 +400,120 @@ impl FileSource {
             ));
         }
         write_atomic(&path, text.as_bytes())
+    }
+}
+
+/// The file source's settings, parsed from its options: what opening the
+/// source reads, and what dry-run checks.
+pub(crate) struct FileSourceOptions {
+    mode: Mode,
+    corrupt_name: String,
+    csv: CsvOptions,
+    path_filter: Option<GlobMatcher>,
+    multi_line: bool,
+    ignore_corrupt_files: bool,
+    max_files: Option<u64>,
+    max_bytes: Option<u64>,
+    latest_first: bool,
+    file_name_only: bool,
+    ignore_missing: bool,
+}
+
+impl FileSourceOptions {
+    /// Parses the options of a `format` source of flow `flow`; the first bad
+    /// value is an error naming the option and how to write it.
+    pub(crate) fn parse(format: FileFormat, options: &Options, flow: &str) -> Result<Self> {
+        let mode = match options.get("mode").map(|m| m.trim().to_ascii_uppercase()) {
+            None => Mode::Permissive,
+            Some(m) if m == "PERMISSIVE" => Mode::Permissive,
+            Some(m) if m == "DROPMALFORMED" => Mode::DropMalformed,
+            Some(m) if m == "FAILFAST" => Mode::FailFast,
+            Some(m) => {
+                return Err(Error::runtime_with_help(
+                    format!("flow `{flow}`: unknown mode `{m}`"),
+                    "use PERMISSIVE, DROPMALFORMED or FAILFAST",
+                ))
+            }
+        };
+        let corrupt_name = options
+            .get("columnNameOfCorruptRecord")
+            .unwrap_or("_corrupt_record")
+            .to_string();
+        let csv = CsvOptions {
+            header: options.bool("header", false)?,
+            delimiter: match options.byte_char("sep")? {
+                Some(c) => c,
+                None => options.byte_char("delimiter")?.unwrap_or(b','),
+            },
+            quote: options.byte_char("quote")?.unwrap_or(b'"'),
+            escape: Some(options.byte_char("escape")?.unwrap_or(b'\\')),
+            comment: options.byte_char("comment")?,
+            null_value: options
+                .get("nullValue")
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
+        };
+        if let Some(enc) = options.get("encoding").or_else(|| options.get("charset")) {
+            let e = enc.trim().to_ascii_lowercase().replace('-', "");
+            if e != "utf8" {
+                return Err(Error::runtime_with_help(
+                    format!("flow `{flow}`: encoding `{enc}` is not supported"),
+                    "convert the files to UTF-8 and remove the option",
+                ));
+            }
+        }
+        let path_filter = match options.get("pathGlobFilter") {
+            None => None,
+            Some(g) => Some(
+                GlobBuilder::new(g)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| {
+                        Error::runtime_with_help(
+                            format!(
+                                "flow `{flow}`: option `pathGlobFilter` is not a valid glob: {e}"
+                            ),
+                            ".option(\"pathGlobFilter\", \"*.json\")",
+                        )
+                    })?
+                    .compile_matcher(),
+            ),
+        };
+        // Spark's pattern options would change how timestamps parse; reading
+        // ISO-8601 instead would silently turn other forms into nulls.
+        for key in ["timestampFormat", "timestampNTZFormat", "dateFormat"] {
+            if let Some(v) = options.get(key) {
+                let iso = matches!(
+                    v.trim(),
+                    "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]"
+                        | "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+                        | "yyyy-MM-dd"
+                );
+                if !iso {
+                    return Err(Error::runtime_with_help(
+                        format!(
+                            "flow `{flow}`: option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
+                        ),
+                        format!(
+                            "remove `{key}` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(FileSourceOptions {
+            mode,
+            corrupt_name,
+            csv,
+            path_filter,
+            multi_line: format == FileFormat::Json && options.bool("multiLine", false)?,
+            ignore_corrupt_files: options.bool("ignoreCorruptFiles", false)?,
+            max_files: options.positive("maxFilesPerTrigger")?,
+            max_bytes: options.bytes("maxBytesPerTrigger")?,
+            latest_first: options.bool("latestFirst", false)?,
+            file_name_only: options.bool("fileNameOnly", false)?,
+            ignore_missing: options.bool("ignoreMissingFiles", false)?,
+        })
     }
 }
 

@@ -138,6 +138,39 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
+/// Checks the Kafka source's options as opening the source parses them
+/// (subscription, starting offsets, limits), without creating a consumer:
+/// what dry-run runs. `${ENV}` references are left as written.
+pub(crate) fn check_source_options(options: &Options) -> Result<()> {
+    let what = format!("flow `{}`: kafka source", options.reader_name());
+    let subscription = parse_subscription(options, &what)?;
+    if let Some(v) = options.get("startingOffsets") {
+        if let (StartingOffsets::Specific(map), Subscription::Assign(parts)) =
+            (parse_starting_offsets(v, &what)?, &subscription)
+        {
+            if let Some(tp) = map.keys().find(|tp| !parts.contains(tp)) {
+                return Err(Error::runtime_with_help(
+                    format!(
+                        "{what}: `startingOffsets` names {}-{}, which `assign` does not list",
+                        tp.0, tp.1
+                    ),
+                    "give starting offsets only for assigned partitions",
+                ));
+            }
+        }
+    }
+    if options.get("endingOffsets").is_some() {
+        return Err(Error::runtime_with_help(
+            format!("{what}: option `endingOffsets` is not supported for streaming reads"),
+            "remove it: a streaming query reads until it is stopped (or, with `run`, what is there when it starts)",
+        ));
+    }
+    options.positive("maxOffsetsPerTrigger")?;
+    options.bool("failOnDataLoss", true)?;
+    options.positive("kafkaConsumer.pollTimeoutMs")?;
+    Ok(())
+}
+
 impl KafkaSource {
     /// Opens the source: parses and checks the options and creates the
     /// Kafka consumer (no broker is contacted yet). `streaming` is false for

@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 
 use arrow::datatypes::SchemaRef;
 
+use crate::connector::SourceRequest;
 use crate::engine::source::{Source, SourceContext};
 use crate::error::{Error, Result};
-use crate::plan::reader::{SourceFormat, SourceSpec};
+use crate::plan::reader::SourceSpec;
 
 pub mod delta;
 pub mod file;
@@ -39,78 +40,29 @@ pub use memory::{memory_stream, MemorySource, MemoryStream};
 pub use rate::RateSource;
 pub use socket::SocketSource;
 
-/// Opens the streaming source `spec` declares. `schema` is the resolved
-/// output schema of this leaf of the plan; every batch the source returns has
-/// it.
+/// Opens the streaming source `spec` declares, through its format's
+/// connector. `schema` is the resolved output schema of this leaf of the
+/// plan; every batch the source returns has it.
 pub fn open_source(
     spec: &SourceSpec,
     schema: SchemaRef,
     ctx: SourceContext,
 ) -> Result<Box<dyn Source>> {
     let options = Options::merged(&spec.options, &ctx.option_overrides, &ctx.flow);
-    match spec.format {
-        SourceFormat::Json | SourceFormat::Csv | SourceFormat::Parquet | SourceFormat::Text => {
-            let format = FileFormat::from_source_format(spec.format)
-                .ok_or_else(|| Error::runtime(format!("{} is not a file format", spec.format)))?;
-            let path = spec
-                .path
-                .as_deref()
-                .or_else(|| options.get("path"))
-                .ok_or_else(|| {
-                    Error::runtime_with_help(
-                        format!("flow `{}`: {} source has no path", ctx.flow, spec.format),
-                        format!("load it with .load(\"data/{}\")", spec.format),
-                    )
-                })?
-                .to_string();
-            Ok(Box::new(FileSource::open(
-                &path, format, schema, options, ctx, false,
-            )?))
-        }
-        SourceFormat::Rate => Ok(Box::new(RateSource::open(schema, options, ctx)?)),
-        SourceFormat::Socket => Ok(Box::new(SocketSource::open(schema, options, ctx)?)),
-        SourceFormat::Memory => {
-            let name = spec
-                .path
-                .as_deref()
-                .or_else(|| options.get("name"))
-                .or_else(|| options.get("queryName"))
-                .ok_or_else(|| {
-                    Error::runtime_with_help(
-                        format!("flow `{}`: memory source has no stream name", ctx.flow),
-                        "load it with .load(\"stream_name\") or .option(\"name\", \"stream_name\")",
-                    )
-                })?
-                .to_string();
-            Ok(Box::new(MemorySource::open(&name, schema, ctx)?))
-        }
-        SourceFormat::Delta => {
-            let path = spec
-                .path
-                .as_deref()
-                .or_else(|| options.get("path"))
-                .ok_or_else(|| {
-                    Error::runtime_with_help(
-                        format!("flow `{}`: delta source has no path", ctx.flow),
-                        "load it with .load(\"path/to/table\")",
-                    )
-                })?
-                .to_string();
-            Ok(Box::new(DeltaSource::open(
-                &path,
-                schema,
-                options,
-                ctx,
-                !spec.streaming,
-            )?))
-        }
-        SourceFormat::Kafka => Ok(Box::new(KafkaSource::open(
-            schema,
-            options,
-            ctx,
-            spec.streaming,
-        )?)),
-    }
+    let connector = spec.format.connector().ok_or_else(|| {
+        Error::runtime(format!(
+            "flow `{}`: no connector reads `{}`",
+            ctx.flow, spec.format
+        ))
+    })?;
+    connector.open(SourceRequest {
+        path: spec.path.as_deref(),
+        schema,
+        options,
+        ctx,
+        streaming: spec.streaming,
+        table: false,
+    })
 }
 
 /// Opens a streaming read of one of the pipeline's own tables at `path`
@@ -125,12 +77,13 @@ pub fn open_table_source(
     open_table_reader(path, format, schema, options, ctx, true)
 }
 
-/// Opens a read of one of the pipeline's own tables at `path`: a Delta table
-/// (`format` `delta`: streamed commit by commit, or its latest snapshot when
-/// `streaming` is false, see [`DeltaSource`]), or a directory written by the
-/// file sink in `parquet`, `json`, `csv` or `text`, of which only files
-/// committed to its `_spark_metadata` manifest are read, in log order;
-/// until the manifest exists the table has no data.
+/// Opens a read of one of the pipeline's own tables at `path` through the
+/// connector of its storage `format`: a Delta table (streamed commit by
+/// commit, or its latest snapshot when `streaming` is false, see
+/// [`DeltaSource`]), or a directory written by the file sink in `parquet`,
+/// `json`, `csv` or `text`, of which only files committed to its
+/// `_spark_metadata` manifest are read, in log order; until the manifest
+/// exists the table has no data.
 pub fn open_table_reader(
     path: &Path,
     format: &str,
@@ -140,139 +93,33 @@ pub fn open_table_reader(
     streaming: bool,
 ) -> Result<Box<dyn Source>> {
     let options = Options::merged(options, &ctx.option_overrides, &ctx.flow);
-    let format = match format.trim().to_ascii_lowercase().as_str() {
-        "delta" => {
-            let path = path.to_string_lossy().into_owned();
-            return Ok(Box::new(DeltaSource::open(
-                &path, schema, options, ctx, !streaming,
-            )?));
-        }
-        "json" => FileFormat::Json,
-        "csv" => FileFormat::Csv,
-        "parquet" => FileFormat::Parquet,
-        "text" => FileFormat::Text,
-        other => {
-            return Err(Error::runtime_with_help(
-                format!(
-                    "flow `{}`: streaming reads of `{other}` tables are not supported yet",
-                    ctx.flow
-                ),
-                "store the table as delta, parquet, json, csv or text",
-            ))
-        }
+    let Some(connector) = crate::connector::source(format).filter(|c| c.reads_tables()) else {
+        let readable: Vec<&str> = crate::connector::source_names()
+            .into_iter()
+            .filter(|n| crate::connector::source(n).is_some_and(|c| c.reads_tables()))
+            .collect();
+        let (last, rest) = readable.split_last().unwrap_or((&"", &[]));
+        return Err(Error::runtime_with_help(
+            format!(
+                "flow `{}`: streaming reads of `{}` tables are not supported yet",
+                ctx.flow,
+                format.trim().to_ascii_lowercase()
+            ),
+            format!("store the table as {} or {last}", rest.join(", ")),
+        ));
     };
     let path = path.to_string_lossy().into_owned();
-    Ok(Box::new(FileSource::open(
-        &path, format, schema, options, ctx, true,
-    )?))
+    connector.open(SourceRequest {
+        path: Some(&path),
+        schema,
+        options,
+        ctx,
+        streaming,
+        table: true,
+    })
 }
 
-/// Source options with case-insensitive keys (Spark's option names), the
-/// spec's overrides already applied.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    map: BTreeMap<String, String>,
-    flow: String,
-}
-
-impl Options {
-    /// `base` overridden by `overrides`, keys compared case-insensitively.
-    pub fn merged(
-        base: &BTreeMap<String, String>,
-        overrides: &BTreeMap<String, String>,
-        flow: &str,
-    ) -> Self {
-        let mut map = BTreeMap::new();
-        for (k, v) in base.iter().chain(overrides.iter()) {
-            map.insert(k.to_ascii_lowercase(), v.clone());
-        }
-        Options {
-            map,
-            flow: flow.to_string(),
-        }
-    }
-
-    /// Every option, keys lower-cased.
-    pub fn entries(&self) -> &BTreeMap<String, String> {
-        &self.map
-    }
-
-    /// An option by key (case-insensitive).
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.map.get(&key.to_ascii_lowercase()).map(String::as_str)
-    }
-
-    fn invalid(&self, key: &str, value: &str, expected: &str, example: &str) -> Error {
-        Error::runtime_with_help(
-            format!(
-                "flow `{}`: option `{key}` must be {expected}, got `{value}`",
-                self.flow
-            ),
-            format!(".option(\"{key}\", \"{example}\")"),
-        )
-    }
-
-    /// A boolean option (`true`/`false`, case-insensitive).
-    pub fn bool(&self, key: &str, default: bool) -> Result<bool> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(self.invalid(key, v, "true or false", "true")),
-            },
-        }
-    }
-
-    /// A positive whole-number option.
-    pub fn positive(&self, key: &str) -> Result<Option<u64>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(self.invalid(key, v, "a positive whole number", "10")),
-            },
-        }
-    }
-
-    /// A byte-size option: a number of bytes, or with a suffix `k`, `m`, `g`
-    /// (`kb`, `mb`, `gb`).
-    pub fn bytes(&self, key: &str) -> Result<Option<u64>> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let t = v.trim().to_ascii_lowercase();
-        let t = t.strip_suffix('b').unwrap_or(&t);
-        let (num, mult) = match t.chars().last() {
-            Some('k') => (&t[..t.len() - 1], 1u64 << 10),
-            Some('m') => (&t[..t.len() - 1], 1 << 20),
-            Some('g') => (&t[..t.len() - 1], 1 << 30),
-            Some('t') => (&t[..t.len() - 1], 1 << 40),
-            _ => (t, 1),
-        };
-        match num.trim().parse::<u64>() {
-            Ok(n) if n > 0 => Ok(Some(n.saturating_mul(mult))),
-            _ => Err(self.invalid(key, v, "a positive size in bytes (e.g. 10m)", "10m")),
-        }
-    }
-
-    /// A single-character option (`sep`, `quote`, `escape`); `\t` is a tab.
-    pub fn byte_char(&self, key: &str) -> Result<Option<u8>> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let c = match v {
-            "\\t" => "\t",
-            "\\\\" => "\\",
-            other => other,
-        };
-        if c.len() == 1 && c.is_ascii() {
-            Ok(Some(c.as_bytes()[0]))
-        } else {
-            Err(self.invalid(key, v, "a single ASCII character", ","))
-        }
-    }
-}
+pub use crate::options::Options;
 
 /// Writes `contents` to `path` atomically (temporary file in the same
 /// directory, fsync, rename). Creates the parent directory.

@@ -1,0 +1,114 @@
+//! The settings the engine reads, declared once: per flow (a flow's
+//! `conf(...)` and the spec's `flows.<name>.options`) and per pipeline (the
+//! spec's `configuration:`).
+//!
+//! Keys under `pipelines.` are the framework's own: an undeclared one is a
+//! dry-run error with a did-you-mean. Keys under `spark.` that the engine
+//! does not read are accepted and ignored, as Spark ignores settings it
+//! does not know; other keys in `configuration:` are the pipeline's own
+//! parameters, read by flows with `Session::conf`.
+
+use crate::options::{OptionDecl, OptionKind, OptionSet};
+
+/// The per-flow key choosing the output mode (`append`, `update` or `complete`).
+pub const OUTPUT_MODE_CONF_KEY: &str = "pipelines.outputMode";
+/// The per-flow key choosing the trigger (`ProcessingTime`, `AvailableNow`, `Once`, `RealTime`).
+pub const TRIGGER_CONF_KEY: &str = "pipelines.trigger";
+/// The per-flow key giving the trigger's interval (`5 minutes`).
+pub const TRIGGER_INTERVAL_CONF_KEY: &str = "pipelines.trigger.interval";
+/// The per-flow key naming the sink or table that receives the rows
+/// stateful operators drop as late.
+pub const LATE_ROWS_TO: &str = "pipelines.lateRowsTo";
+/// The per-flow key placing the flow's checkpoint somewhere else than
+/// `<storage>/checkpoints/<flow>`.
+pub const CHECKPOINT_LOCATION: &str = "checkpointLocation";
+/// The setting choosing how many hash partitions hold aggregation state.
+pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
+/// The setting choosing how several watermarks combine.
+pub const MULTIPLE_WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+/// The pipeline setting that makes every checkpoint, log and output file
+/// durable against power loss (fsync before the next protocol step).
+pub const FSYNC_CONF_KEY: &str = "pipelines.checkpoint.fsync";
+
+/// The framework's own key prefix.
+pub const PIPELINES_PREFIX: &str = "pipelines.";
+/// Spark's key prefix.
+pub const SPARK_PREFIX: &str = "spark.";
+
+const OUTPUT_MODE: OptionDecl = OptionDecl::new(
+    OUTPUT_MODE_CONF_KEY,
+    OptionKind::Choice(&["append", "update", "complete"]),
+    "the flow's output mode; default: update for update flows, append for the others",
+);
+const TRIGGER: OptionDecl = OptionDecl::new(
+    TRIGGER_CONF_KEY,
+    OptionKind::Choice(&["ProcessingTime", "AvailableNow", "Once", "RealTime"]),
+    "the flow's trigger, as the spec's `trigger:` sets it",
+);
+const TRIGGER_INTERVAL: OptionDecl = OptionDecl::new(
+    TRIGGER_INTERVAL_CONF_KEY,
+    OptionKind::Duration,
+    "the interval of a `ProcessingTime` trigger, the checkpoint interval of a `RealTime` one",
+);
+const LATE_ROWS: OptionDecl = OptionDecl::new(
+    LATE_ROWS_TO,
+    OptionKind::Text,
+    "a sink or table receiving the rows a stateful operator drops as late",
+);
+const CHECKPOINT: OptionDecl = OptionDecl::new(
+    CHECKPOINT_LOCATION,
+    OptionKind::Text,
+    "the flow's checkpoint directory",
+)
+.default_value("<storage>/checkpoints/<flow>");
+const PARTITIONS: OptionDecl = OptionDecl::new(
+    SHUFFLE_PARTITIONS,
+    OptionKind::Positive,
+    "hash partitions of aggregation state, 1 to 1024; default: twice the cores, at most 16",
+);
+const WATERMARK_POLICY: OptionDecl = OptionDecl::new(
+    MULTIPLE_WATERMARK_POLICY,
+    OptionKind::Choice(&["min", "max"]),
+    "how the watermarks of several inputs combine",
+)
+.default_value("min");
+const FSYNC: OptionDecl = OptionDecl::new(
+    FSYNC_CONF_KEY,
+    OptionKind::Bool,
+    "fsync checkpoint, log and output files before each protocol step (survives power loss)",
+)
+.default_value("false");
+
+/// What a flow's `conf(...)` and the spec's `flows.<name>.options` may set,
+/// besides its sources' options.
+pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
+    OUTPUT_MODE,
+    TRIGGER,
+    TRIGGER_INTERVAL,
+    LATE_ROWS,
+    CHECKPOINT,
+    PARTITIONS,
+    WATERMARK_POLICY,
+]);
+
+/// What every sink takes besides its connector's options.
+pub static SINK_SETTINGS: OptionSet = OptionSet::new(&[OptionDecl::new(
+    "queryName",
+    OptionKind::Text,
+    "the query's name (the memory sink's table name); default: the sink's name",
+)]);
+
+/// What the spec's `configuration:` may set for the whole pipeline (besides
+/// the pipeline's own parameters).
+pub static PIPELINE_SETTINGS: OptionSet = OptionSet::new(&[FSYNC, PARTITIONS, WATERMARK_POLICY]);
+
+/// True for a key in the framework's own namespace (`pipelines.`, any case).
+pub fn is_framework_key(key: &str) -> bool {
+    key.len() >= PIPELINES_PREFIX.len()
+        && key[..PIPELINES_PREFIX.len()].eq_ignore_ascii_case(PIPELINES_PREFIX)
+}
+
+/// True for a key in Spark's namespace (`spark.`, any case).
+pub fn is_spark_key(key: &str) -> bool {
+    key.len() >= SPARK_PREFIX.len() && key[..SPARK_PREFIX.len()].eq_ignore_ascii_case(SPARK_PREFIX)
+}
