@@ -12,9 +12,10 @@ use crate::engine::runtime::{self, RunOptions, RunSummary};
 use crate::error::{Error, Result};
 use crate::formats::did_you_mean;
 use crate::graph::PipelineGraph;
-use crate::pipeline::{display_path, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::plan::ddl::type_to_ddl;
 use crate::render;
+use crate::spec::display_path;
 
 /// Command-line arguments of a pipeline binary.
 #[derive(Debug, Parser)]
@@ -342,4 +343,18 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
         ));
     }
     s
+}
+
+impl Pipeline {
+    /// Runs the command line (`dry-run`, `run`, `graph`, `init`) and returns
+    /// the process exit code.
+    pub fn main(self) -> std::process::ExitCode {
+        run_cli(self, std::env::args_os())
+    }
+}
+
+/// The whole command line of a pipeline binary, with every macro declaration:
+/// `fn main() -> std::process::ExitCode { pipelines::main() }`.
+pub fn main() -> std::process::ExitCode {
+    Pipeline::from_registry().main()
 }

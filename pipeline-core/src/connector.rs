@@ -285,6 +285,22 @@ pub fn sink(format: &str) -> Option<&'static dyn SinkConnector> {
     find(format).and_then(|c| c.sink())
 }
 
+/// The output modes a sink (or table) of `format` accepts, or `None` for
+/// an unknown format; `merge_keys` tells whether it has upsert keys.
+pub fn accepted_modes(format: &str, merge_keys: bool) -> Option<&'static [OutputMode]> {
+    sink(format).map(|s| s.accepted_modes(merge_keys))
+}
+
+/// Why a sink (or table) of `format` cannot take a real-time flow's rows,
+/// or `None` when it can.
+pub fn real_time_problem(format: &str) -> Option<&'static str> {
+    match sink(format).map(|s| s.real_time()) {
+        Some(RealTime::Supported { .. }) => None,
+        Some(RealTime::Refused(why)) => Some(why),
+        None => Some("this format cannot take rows as they arrive"),
+    }
+}
+
 /// The title of `format` in prose (`Delta`), or the name as written.
 pub fn title(format: &str) -> String {
     find(format)
@@ -352,4 +368,136 @@ pub fn complete_mode_sink_names() -> Vec<&'static str> {
         .collect();
     v.sort();
     v.into_iter().map(|(_, _, n)| n).collect()
+}
+
+/// The option tables of every connector, the flow settings and the
+/// pipeline settings, as Markdown: the generated part of
+/// `docs/connectors.md` (a test fails when that file is stale).
+pub fn options_reference() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "### Settings of a flow\n");
+    let _ = writeln!(
+        out,
+        "In a flow's `conf(...)` or the spec's `flows.<name>.options`, beside its sources' options.\n"
+    );
+    out.push_str(&crate::conf::FLOW_SETTINGS.markdown());
+    let _ = writeln!(out, "\n### Settings of the pipeline\n");
+    let _ = writeln!(out, "Under the spec's `configuration:`.\n");
+    out.push_str(&crate::conf::PIPELINE_SETTINGS.markdown());
+    let _ = writeln!(out, "\n### Every sink\n");
+    out.push_str(&crate::conf::SINK_SETTINGS.markdown());
+    for name in source_names() {
+        if let Some(s) = source(name) {
+            let _ = writeln!(out, "\n### `{name}` source\n");
+            out.push_str(&s.options().markdown());
+        }
+    }
+    for name in sink_names() {
+        if let Some(s) = sink(name) {
+            let modes = crate::formats::describe_modes(s.accepted_modes(false));
+            let upsert = if s.takes_merge_keys() {
+                format!(
+                    "; with `merge_keys`: {}",
+                    crate::formats::describe_modes(s.accepted_modes(true))
+                )
+            } else {
+                String::new()
+            };
+            let real_time = match s.real_time() {
+                RealTime::Supported { .. } => "yes".to_string(),
+                RealTime::Refused(_) => "no".to_string(),
+            };
+            let _ = writeln!(out, "\n### `{name}` sink\n");
+            let _ = writeln!(
+                out,
+                "Output modes: {modes}{upsert}. Real time: {real_time}. Table storage: {}.\n",
+                if s.stores_tables() { "yes" } else { "no" }
+            );
+            out.push_str(&s.options().markdown());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEGIN: &str = "<!-- BEGIN GENERATED OPTIONS";
+    const END: &str = "<!-- END GENERATED OPTIONS -->";
+
+    /// `docs/connectors.md` holds [`options_reference`] between its markers.
+    /// Run with `PIPELINES_BLESS=1` to rewrite the file after changing a
+    /// declaration.
+    #[test]
+    fn connector_docs_are_generated_from_the_declarations() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/connectors.md");
+        let text = std::fs::read_to_string(&path).expect("docs/connectors.md");
+        let begin = text.find(BEGIN).expect("begin marker");
+        let body_start = begin + text[begin..].find("-->").expect("end of begin marker") + 3;
+        let end = text.find(END).expect("end marker");
+        let want = format!("\n\n{}\n", options_reference());
+        if text[body_start..end] != want {
+            if std::env::var_os("PIPELINES_BLESS").is_some() {
+                let new = format!("{}{want}{}", &text[..body_start], &text[end..]);
+                std::fs::write(&path, new).expect("write docs/connectors.md");
+            } else {
+                panic!(
+                    "docs/connectors.md is stale: run `PIPELINES_BLESS=1 cargo test -p pipeline-core connector_docs` and commit it"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sink_capabilities_follow_spark() {
+        use crate::engine::connectors::{ALL_MODES as ALL, APPEND_COMPLETE, APPEND_ONLY as APPEND};
+        assert_eq!(accepted_modes("parquet", false), Some(APPEND));
+        assert_eq!(accepted_modes("Delta", false), Some(APPEND_COMPLETE));
+        assert_eq!(accepted_modes("delta", true), Some(ALL));
+        assert_eq!(accepted_modes("foreachBatch", false), Some(ALL));
+        assert_eq!(accepted_modes("kafka", false), Some(ALL));
+        assert_eq!(accepted_modes("orc2", false), None);
+        assert_eq!(real_time_problem("kafka"), None);
+        assert!(real_time_problem("delta").is_some());
+    }
+
+    #[test]
+    fn every_format_has_one_connector() {
+        let mut names: Vec<&str> = all().map(|c| c.name()).collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len(), "two connectors share a name");
+        assert_eq!(
+            source_names(),
+            ["json", "csv", "parquet", "text", "rate", "socket", "memory", "kafka", "delta"]
+        );
+        assert_eq!(canonical_name("FOREACH-BATCH"), Some("foreach_batch"));
+        assert_eq!(
+            sink_names(),
+            [
+                "parquet",
+                "json",
+                "csv",
+                "delta",
+                "kafka",
+                "console",
+                "memory",
+                "foreach_batch"
+            ]
+        );
+        assert_eq!(table_names(), ["delta", "parquet", "json", "csv"]);
+        assert_eq!(real_time_sink_names(), ["kafka", "memory", "console"]);
+        assert_eq!(
+            complete_mode_sink_names(),
+            ["kafka", "console", "memory", "foreach_batch", "delta"]
+        );
+        assert_eq!(
+            crate::suggest::closest("kafak", sink_names()),
+            Some("kafka")
+        );
+        assert!(find("orc").is_none());
+    }
 }

@@ -10,6 +10,7 @@ use crate::error::{Origin, Result};
 use crate::plan::DataFrame;
 use crate::registry::{DatasetDecl, DatasetKind, FlowDecl, FlowKind};
 use crate::session::Session;
+use crate::spec::Trigger;
 
 /// The boxed form of a query function.
 type QueryClosure = dyn Fn(&Session) -> Result<DataFrame> + Send + Sync;
@@ -200,4 +201,34 @@ pub fn from_dataset_decl(d: &'static DatasetDecl) -> (DatasetDef, FlowDef) {
     flow.origin = origin;
     flow.defines_dataset = true;
     (dataset, flow)
+}
+
+/// Per-flow settings from the spec's `flows:` section.
+#[derive(Clone, Debug, Default)]
+pub struct FlowSettings {
+    /// The trigger, when set in the spec.
+    pub trigger: Option<Trigger>,
+    /// Option overrides for the flow's sources and sink.
+    pub options: BTreeMap<String, String>,
+    /// Where the entry is in the spec.
+    pub origin: Option<Origin>,
+    /// Where each of `options` is in the spec, by option name.
+    pub option_origins: BTreeMap<String, Origin>,
+}
+
+/// Everything declared for a pipeline, merged from code and spec: the input of [`build`].
+#[derive(Clone, Debug, Default)]
+pub struct Declarations {
+    /// Pipeline name.
+    pub name: String,
+    /// Pipeline-wide settings (`configuration:` in the spec).
+    pub configuration: BTreeMap<String, String>,
+    /// Datasets and sinks, in declaration order.
+    pub datasets: Vec<DatasetDef>,
+    /// Flows, in declaration order.
+    pub flows: Vec<FlowDef>,
+    /// Spec settings per flow name.
+    pub flow_settings: BTreeMap<String, FlowSettings>,
+    /// Where each key of `configuration` is in the spec.
+    pub configuration_origins: BTreeMap<String, Origin>,
 }

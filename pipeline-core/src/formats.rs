@@ -1,9 +1,6 @@
-//! Output modes and the questions the graph asks about a format's output
-//! modes, answered by the format's connector ([`crate::connector`]).
-//!
-//! Mirrors Spark's sink capabilities: files take append only; Delta tables
-//! take append and complete (and update when `merge_keys` make them an
-//! upsert target); Kafka, console, memory and foreach-batch take all three.
+//! Structured Streaming's output modes (`pipelines.outputMode`). Which
+//! sink accepts which is its connector's answer
+//! ([`SinkConnector::accepted_modes`](crate::connector::SinkConnector::accepted_modes)).
 
 use std::fmt;
 
@@ -49,29 +46,6 @@ impl OutputMode {
 /// the file sink's `_spark_metadata` layout).
 pub const DEFAULT_TABLE_FORMAT: &str = "delta";
 
-/// Normalises a format name as users may write it (`foreachBatch`, `Delta`):
-/// the connector's canonical name.
-pub fn normalize_format(format: &str) -> String {
-    crate::connector::normalize(format)
-}
-
-/// The output modes a sink (or table) of this format accepts, or `None` for
-/// an unknown format. `merge_keys` turns a Delta target into an upsert target
-/// that also accepts update mode.
-pub fn accepted_modes(format: &str, has_merge_keys: bool) -> Option<&'static [OutputMode]> {
-    crate::connector::sink(format).map(|s| s.accepted_modes(has_merge_keys))
-}
-
-/// Why a sink (or table) of `format` cannot take a real-time flow's rows,
-/// or `None` when it can.
-pub fn real_time_sink_problem(format: &str) -> Option<&'static str> {
-    match crate::connector::sink(format).map(|s| s.real_time()) {
-        Some(crate::connector::RealTime::Supported { .. }) => None,
-        Some(crate::connector::RealTime::Refused(why)) => Some(why),
-        None => Some("this format cannot take rows as they arrive"),
-    }
-}
-
 /// Lists modes as `append, complete`.
 pub fn describe_modes(modes: &[OutputMode]) -> String {
     modes
@@ -93,17 +67,6 @@ pub fn did_you_mean<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::connectors::{ALL_MODES as ALL, APPEND_COMPLETE, APPEND_ONLY as APPEND};
-
-    #[test]
-    fn sink_capabilities_follow_spark() {
-        assert_eq!(accepted_modes("parquet", false), Some(APPEND));
-        assert_eq!(accepted_modes("Delta", false), Some(APPEND_COMPLETE));
-        assert_eq!(accepted_modes("delta", true), Some(ALL));
-        assert_eq!(accepted_modes("foreachBatch", false), Some(ALL));
-        assert_eq!(accepted_modes("kafka", false), Some(ALL));
-        assert_eq!(accepted_modes("orc2", false), None);
-    }
 
     #[test]
     fn output_modes_parse_like_spark() {
@@ -112,37 +75,5 @@ mod tests {
         assert_eq!(OutputMode::parse("COMPLETE"), Some(OutputMode::Complete));
         assert_eq!(OutputMode::parse("upsert"), None);
         assert_eq!(OutputMode::parse(""), None);
-    }
-
-    #[test]
-    fn suggestions() {
-        let sinks = crate::connector::sink_names();
-        assert_eq!(did_you_mean("kafak", sinks.iter().copied()), Some("kafka"));
-        assert_eq!(did_you_mean("zzz", sinks.iter().copied()), None);
-        assert_eq!(
-            sinks,
-            [
-                "parquet",
-                "json",
-                "csv",
-                "delta",
-                "kafka",
-                "console",
-                "memory",
-                "foreach_batch"
-            ]
-        );
-        assert_eq!(
-            crate::connector::table_names(),
-            ["delta", "parquet", "json", "csv"]
-        );
-        assert_eq!(
-            crate::connector::real_time_sink_names(),
-            ["kafka", "memory", "console"]
-        );
-        assert_eq!(
-            crate::connector::complete_mode_sink_names(),
-            ["kafka", "console", "memory", "foreach_batch", "delta"]
-        );
     }
 }

@@ -15,12 +15,11 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::checks;
+use crate::conf::LATE_ROWS_TO;
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
-use crate::engine::runtime::LATE_ROWS_TO;
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
 use crate::formats::{
-    accepted_modes, describe_modes, did_you_mean, normalize_format, OutputMode,
-    DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY,
+    describe_modes, did_you_mean, OutputMode, DEFAULT_TABLE_FORMAT, OUTPUT_MODE_CONF_KEY,
 };
 use crate::plan::{Catalog, DataFrame, ResolvedPlan};
 use crate::real_time_checks;
@@ -28,35 +27,7 @@ use crate::registry::FlowKind;
 use crate::session::Session;
 use crate::spec::Trigger;
 
-/// Per-flow settings from the spec's `flows:` section.
-#[derive(Clone, Debug, Default)]
-pub struct FlowSettings {
-    /// The trigger, when set in the spec.
-    pub trigger: Option<Trigger>,
-    /// Option overrides for the flow's sources and sink.
-    pub options: BTreeMap<String, String>,
-    /// Where the entry is in the spec.
-    pub origin: Option<Origin>,
-    /// Where each of `options` is in the spec, by option name.
-    pub option_origins: BTreeMap<String, Origin>,
-}
-
-/// Everything declared for a pipeline, merged from code and spec: the input of [`build`].
-#[derive(Clone, Debug, Default)]
-pub struct Declarations {
-    /// Pipeline name.
-    pub name: String,
-    /// Pipeline-wide settings (`configuration:` in the spec).
-    pub configuration: BTreeMap<String, String>,
-    /// Datasets and sinks, in declaration order.
-    pub datasets: Vec<DatasetDef>,
-    /// Flows, in declaration order.
-    pub flows: Vec<FlowDef>,
-    /// Spec settings per flow name.
-    pub flow_settings: BTreeMap<String, FlowSettings>,
-    /// Where each key of `configuration` is in the spec.
-    pub configuration_origins: BTreeMap<String, Origin>,
-}
+pub use crate::definition::{Declarations, FlowSettings};
 
 /// A node of the dataflow graph.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +53,7 @@ impl DatasetNode {
     /// The storage or sink format (tables default to Delta).
     pub fn format(&self) -> String {
         match (&self.def.format, self.def.dataset_type()) {
-            (Some(f), _) => normalize_format(f),
+            (Some(f), _) => crate::connector::normalize(f),
             (None, DatasetType::Sink) => String::new(),
             (None, _) => DEFAULT_TABLE_FORMAT.to_string(),
         }
@@ -251,7 +222,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
             DatasetType::TemporaryView => continue,
             _ => crate::connector::table_names(),
         };
-        let norm = normalize_format(format);
+        let norm = crate::connector::normalize(format);
         if !known.contains(&norm.as_str()) {
             let mut help = format!("known formats: {}", known.join(", "));
             if let Some(s) = did_you_mean(&norm, known.iter().copied()) {
@@ -348,9 +319,9 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
                     let fmt = d
                         .format
                         .as_deref()
-                        .map(normalize_format)
+                        .map(crate::connector::normalize)
                         .unwrap_or_else(|| DEFAULT_TABLE_FORMAT.to_string());
-                    let modes = accepted_modes(&fmt, false)
+                    let modes = crate::connector::accepted_modes(&fmt, false)
                         .map(describe_modes)
                         .unwrap_or_default();
                     diags.push(
@@ -895,11 +866,12 @@ fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Opti
         _ => return None,
     };
     let format = match &target.format {
-        Some(fmt) => normalize_format(fmt),
+        Some(fmt) => crate::connector::normalize(fmt),
         None if is_sink => return None,
         None => DEFAULT_TABLE_FORMAT.to_string(),
     };
-    let modes = accepted_modes(&format, is_sink && !target.merge_keys.is_empty())?;
+    let modes =
+        crate::connector::accepted_modes(&format, is_sink && !target.merge_keys.is_empty())?;
     if modes.contains(&mode) {
         return None;
     }

@@ -31,11 +31,12 @@ pub mod session;
 pub mod spec;
 pub mod suggest;
 
+pub use cli::main;
 pub use definition::{DatasetDef, DatasetType, FlowDef, Query};
 pub use error::{Diagnostic, Diagnostics, Error, Origin, PlanError, Result};
 pub use formats::OutputMode;
 pub use graph::PipelineGraph;
-pub use pipeline::{main, Pipeline, TableOptions};
+pub use pipeline::{Pipeline, TableOptions};
 pub use plan::DataFrame;
 pub use session::Session;
 

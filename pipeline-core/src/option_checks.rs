@@ -14,9 +14,8 @@ use crate::conf::{
     is_framework_key, is_spark_key, FLOW_SETTINGS, PIPELINE_SETTINGS, SINK_SETTINGS,
 };
 use crate::connector;
-use crate::definition::{DatasetDef, DatasetType, FlowDef};
+use crate::definition::{DatasetDef, DatasetType, Declarations, FlowDef};
 use crate::error::{Diagnostic, Error, Origin};
-use crate::graph::Declarations;
 use crate::options::{OptionSet, Options};
 use crate::plan::{DataFrame, PlanNode};
 

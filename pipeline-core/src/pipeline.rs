@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use crate::definition::{from_dataset_decl, DatasetDef, DatasetType, FlowDef, Query};
 use crate::error::{Diagnostics, Error, Origin, Result};
@@ -352,30 +351,9 @@ impl Pipeline {
         };
         Ok(crate::spec::find_spec(&start)?)
     }
-
-    /// Runs the command line (`dry-run`, `run`, `graph`, `init`) and returns
-    /// the process exit code.
-    pub fn main(self) -> ExitCode {
-        crate::cli::run_cli(self, std::env::args_os())
-    }
 }
 
-/// The whole command line of a pipeline binary, with every macro declaration:
-/// `fn main() -> std::process::ExitCode { pipelines::main() }`.
-pub fn main() -> ExitCode {
-    Pipeline::from_registry().main()
-}
-
-/// A path as the user would like to read it: relative to the current
-/// directory when it lies below it.
-pub fn display_path(path: &Path) -> String {
-    if let Ok(cwd) = std::env::current_dir() {
-        if let Ok(rel) = path.strip_prefix(&cwd) {
-            return rel.display().to_string();
-        }
-    }
-    path.display().to_string()
-}
+pub use crate::spec::display_path;
 
 /// Where each of `options` of the spec's `<section>.<name>.options` was
 /// written, by option name.

@@ -16,7 +16,7 @@
 
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
 use crate::error::Diagnostic;
-use crate::formats::{normalize_format, real_time_sink_problem, OutputMode, DEFAULT_TABLE_FORMAT};
+use crate::formats::{OutputMode, DEFAULT_TABLE_FORMAT};
 use crate::plan::{DataFrame, JoinType, PlanNode};
 
 /// The micro-batch trigger suggested instead of real-time mode.
@@ -46,12 +46,12 @@ pub fn check_real_time(
         let format = dataset
             .format
             .as_deref()
-            .map(normalize_format)
+            .map(crate::connector::normalize)
             .unwrap_or_else(|| match dataset.dataset_type() {
                 DatasetType::Sink => "unknown".to_string(),
                 _ => DEFAULT_TABLE_FORMAT.to_string(),
             });
-        if let Some(why) = real_time_sink_problem(&format) {
+        if let Some(why) = crate::connector::real_time_problem(&format) {
             problem(
                 format!(
                     "real-time mode {what} {} ({format}), and {why}",

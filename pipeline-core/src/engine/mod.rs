@@ -18,6 +18,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod delta;
 pub mod exec;
+pub mod fault;
 pub mod kafka_conf;
 pub mod progress;
 pub mod runtime;

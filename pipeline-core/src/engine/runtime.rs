@@ -350,63 +350,6 @@ impl Drop for StopOnSignal {
     }
 }
 
-fn injected() -> std::sync::MutexGuard<'static, Vec<(String, String, u64)>> {
-    static FAILURES: std::sync::OnceLock<std::sync::Mutex<Vec<(String, String, u64)>>> =
-        std::sync::OnceLock::new();
-    FAILURES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
-/// Makes the run of flow `flow` fail once, with an error, when it reaches
-/// `point` (`after_offsets` or `before_commit`) in batch `batch` — a crash
-/// for in-process tests: the next run recovers from the checkpoint.
-pub fn inject_failure(flow: &str, point: &str, batch: u64) {
-    injected().push((flow.to_string(), point.to_string(), batch));
-}
-
-/// Fails (once) where [`inject_failure`] asked, and aborts where
-/// `PIPELINES_FAULT` asks ([`fault_point`]).
-fn checkpoint_step(flow: &str, point: &str, batch: u64) -> Result<()> {
-    fault_point(flow, point, batch);
-    let mut list = injected();
-    if let Some(i) = list
-        .iter()
-        .position(|(f, p, b)| f == flow && p == point && *b == batch)
-    {
-        list.remove(i);
-        return Err(Error::runtime(format!(
-            "flow `{flow}`: injected failure at {point} of batch {batch}"
-        )));
-    }
-    Ok(())
-}
-
-/// Aborts the process at a named point when `PIPELINES_FAULT=<point>:<batch>`
-/// (optionally `<flow>/<point>:<batch>`) is set: the crash-recovery tests use
-/// it to kill a pipeline between two steps of the batch protocol.
-pub fn fault_point(flow: &str, point: &str, batch: u64) {
-    if let Ok(spec) = std::env::var("PIPELINES_FAULT") {
-        let want_a = format!("{point}:{batch}");
-        let want_b = format!("{flow}/{point}:{batch}");
-        if spec == want_a || spec == want_b {
-            // Straight to fd 2: the process dies next, and std's stderr lock
-            // may be held by a librdkafka thread that is logging.
-            let line = format!("PIPELINES_FAULT: killing the process at {flow}/{point}:{batch}\n");
-            // SAFETY: writes a valid buffer of its own length to fd 2.
-            unsafe {
-                libc::write(2, line.as_ptr().cast(), line.len());
-            }
-            // SIGKILL: no destructor, flush or cleanup runs, as in a real crash.
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &std::process::id().to_string()])
-                .status();
-            std::process::abort();
-        }
-    }
-}
-
 async fn run_flow(
     graph: &PipelineGraph,
     flow: &FlowNode,
@@ -630,7 +573,7 @@ impl StreamingQuery {
                     return Err(Error::ShapeChanged(format!(
                         "flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
                         flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
-                        crate::pipeline::display_path(checkpoint.dir()),
+                        crate::spec::display_path(checkpoint.dir()),
                         diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
                         flow.def.target,
                         flow.def.target,
@@ -1055,6 +998,8 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
 }
 
 pub use crate::conf::SHUFFLE_PARTITIONS;
+use crate::engine::fault::checkpoint_step;
+pub use crate::engine::fault::{fault_point, inject_failure};
 
 /// The flow's state partitions: its settings, then the pipeline's
 /// `configuration:`, else twice the cores (at most 16).

@@ -60,6 +60,7 @@ pub mod ddl;
 pub mod functions;
 pub mod reader;
 pub mod resolve;
+pub(crate) mod sql;
 
 pub use reader::{DataStreamReader, IntoSchema, SourceFormat, SourceSpec};
 pub use resolve::{ResolvedNode, ResolvedPlan};
@@ -88,7 +89,7 @@ impl ColumnExpr {
     /// SQL text checked for syntax now.
     pub fn sql(text: impl Into<String>) -> Result<ColumnExpr, PlanError> {
         let text = text.into();
-        crate::session::parse_sql_syntax(&text)?;
+        crate::plan::sql::parse_sql_syntax(&text)?;
         Ok(ColumnExpr::Sql(text))
     }
 
@@ -97,7 +98,7 @@ impl ColumnExpr {
         match self {
             ColumnExpr::Expr(e) => functions::validate_window_args(e),
             ColumnExpr::Sql(s) if s.trim() == "*" => Ok(()),
-            ColumnExpr::Sql(s) => crate::session::parse_sql_syntax(s).map(|_| ()),
+            ColumnExpr::Sql(s) => crate::plan::sql::parse_sql_syntax(s).map(|_| ()),
         }
     }
 }

@@ -811,7 +811,7 @@ fn to_expr(ce: &ColumnExpr, schema: &DFSchema, op: &str) -> Result<Expr, PlanErr
     let e = match ce {
         ColumnExpr::Expr(e) => e.clone(),
         ColumnExpr::Sql(sql) => {
-            let e = crate::session::sql_to_expr(sql, schema)
+            let e = crate::plan::sql::sql_to_expr(sql, schema)
                 .map_err(|err| df_error(err, &ctx, schema))?;
             // A computed SQL expression is named by its text (`n + 1`).
             match e {

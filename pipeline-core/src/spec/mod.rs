@@ -462,3 +462,14 @@ pub fn init_template(name: &str) -> String {
          flows: {{}}\n"
     )
 }
+
+/// A path as the user would like to read it: relative to the current
+/// directory when it lies below it.
+pub fn display_path(path: &Path) -> String {
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Ok(rel) = path.strip_prefix(&cwd) {
+            return rel.display().to_string();
+        }
+    }
+    path.display().to_string()
+}

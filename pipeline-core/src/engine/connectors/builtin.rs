@@ -198,7 +198,7 @@ impl SinkConnector for MemoryConnector {
 
 impl Connector for ForeachBatchConnector {
     fn name(&self) -> &'static str {
-        "foreach_batch"
+        crate::engine::sinks::foreach_batch::FOREACH_BATCH_FORMAT
     }
     fn aliases(&self) -> &'static [&'static str] {
         &["foreachbatch", "foreach-batch"]

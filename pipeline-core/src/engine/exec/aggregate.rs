@@ -25,17 +25,15 @@ use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{
-    Aggregate, EmitTo, Expr, GroupsAccumulator, LogicalPlan, LogicalPlanBuilder,
-};
+use datafusion::logical_expr::{Aggregate, EmitTo, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::GroupsAccumulatorAdapter;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
+use super::accumulator::accumulator;
 use super::leaf::SlotTable;
 use super::time_keyed::{InlineWindow, TimeKeyed};
 use super::watermark::timestamp_micros;
@@ -1238,20 +1236,6 @@ fn deepest_aggregate(plan: &Arc<dyn ExecutionPlan>) -> Option<&AggregateExec> {
         }
     }
     plan.downcast_ref::<AggregateExec>()
-}
-
-/// A group accumulator for `a` (DataFusion's adapter when it has none).
-pub(crate) fn accumulator(
-    a: &Arc<AggregateFunctionExpr>,
-) -> datafusion::error::Result<Box<dyn GroupsAccumulator>> {
-    if a.groups_accumulator_supported() {
-        a.create_groups_accumulator()
-    } else {
-        let a = a.clone();
-        Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
-            a.create_accumulator()
-        })))
-    }
 }
 
 /// The number of distinct keys among `keys`' rows.

@@ -60,6 +60,7 @@
 //! assert_eq!(out[0].schema(), plan.schema());
 //! ```
 
+mod accumulator;
 mod aggregate;
 mod dedup;
 pub(crate) mod dictionary_ids;
@@ -1125,7 +1126,7 @@ fn new_context(partitions: usize) -> SessionContext {
     opts.optimizer.enable_join_dynamic_filter_pushdown = false;
     opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
     opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
-    crate::session::streaming_context(config)
+    crate::plan::sql::streaming_context(config)
 }
 
 /// Polls a future a few times without a runtime; None if it is still pending.

@@ -179,7 +179,7 @@ impl TimeKeyed {
         let mut accs = self
             .aggs
             .iter()
-            .map(super::aggregate::accumulator)
+            .map(super::accumulator::accumulator)
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         // (time key, other id) of each group, the map back, and per other
         // id the last (time key, group) seen.

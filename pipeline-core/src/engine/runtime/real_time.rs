@@ -227,7 +227,7 @@ impl StreamingQuery {
         epoch.sink_ms += ms(sink_started.elapsed());
         // Crash tests kill the process here: the step's rows were handed to
         // the sink, the epoch is not committed.
-        super::fault_point(&self.flow.def.name, "real_time_delivered", epoch.steps);
+        crate::engine::fault::fault_point(&self.flow.def.name, "real_time_delivered", epoch.steps);
         epoch.steps += 1;
         epoch.input_rows += step_rows;
         epoch.output_rows += written;

@@ -414,7 +414,7 @@ impl Sink for DeltaSink {
                 // Nothing to add; a replay of this batch adds nothing either.
                 return Ok(SinkWrite::default());
             }
-            crate::engine::runtime::fault_point(&self.flow, "delta_before_commit", batch_id);
+            crate::engine::fault::fault_point(&self.flow, "delta_before_commit", batch_id);
             match self.write_once(batch_id, &batches, mode) {
                 Ok(table) => {
                     self.table = table;

@@ -391,7 +391,7 @@ impl Sink for FileSink {
                     batch_id,
                 });
             }
-            crate::engine::runtime::fault_point(&self.flow, "sink_files_written", batch_id);
+            crate::engine::fault::fault_point(&self.flow, "sink_files_written", batch_id);
             manifest::append_entry(&self.meta, &statuses)?;
             Ok(statuses)
         })();

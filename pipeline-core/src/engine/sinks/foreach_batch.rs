@@ -52,6 +52,9 @@ pub fn foreach_batch_fn(sink_name: &str) -> Option<ForeachBatchFn> {
     registry().get(sink_name).cloned()
 }
 
+/// The format name of the foreach-batch sink.
+pub const FOREACH_BATCH_FORMAT: &str = "foreach_batch";
+
 /// A sink calling a closure with each batch.
 pub struct ForeachBatchSink {
     name: String,

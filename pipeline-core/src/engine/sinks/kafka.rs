@@ -431,7 +431,7 @@ impl Sink for KafkaSink {
                 let half = b.num_rows() / 2;
                 sent += self.write_rows(&b.slice(0, half), batch_id)?;
                 let _ = self.flush();
-                crate::engine::runtime::fault_point(&self.flow, "kafka_sink_partial", batch_id);
+                crate::engine::fault::fault_point(&self.flow, "kafka_sink_partial", batch_id);
                 sent += self.write_rows(&b.slice(half, b.num_rows() - half), batch_id)?;
             } else {
                 sent += self.write_rows(b, batch_id)?;

@@ -29,7 +29,6 @@ pub use kafka::KafkaSink;
 pub use manifest::{committed_files, CommittedFile};
 pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};
 
-use crate::connector::Connector;
 use crate::engine::sink::{Sink, SinkContext};
 use crate::error::{Error, Result};
 
@@ -40,7 +39,7 @@ pub fn open_sink(ctx: SinkContext, foreach: Option<ForeachBatchFn>) -> Result<Bo
     let format = crate::connector::normalize(&ctx.format);
     let ctx = SinkContext { format, ..ctx };
     if let Some(f) = foreach {
-        if ctx.format == crate::engine::connectors::builtin::FOREACH_BATCH.name() {
+        if ctx.format == foreach_batch::FOREACH_BATCH_FORMAT {
             return Ok(Box::new(ForeachBatchSink::open(&ctx, Some(f))?));
         }
     }

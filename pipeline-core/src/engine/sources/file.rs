@@ -40,43 +40,8 @@ use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, resolve_path, write_atomic, Options};
 use crate::engine::source::{Offset, ReadBatch, Source, SourceContext};
 use crate::error::{Error, Result};
-use crate::plan::reader::SourceFormat;
 
-/// The file formats of the file source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FileFormat {
-    /// JSON lines (one object per line; `multiLine=true`: one document per file).
-    Json,
-    /// CSV.
-    Csv,
-    /// Parquet.
-    Parquet,
-    /// Text: one row per line, in a single string column.
-    Text,
-}
-
-impl FileFormat {
-    /// The file format of a source format, if it is one.
-    pub fn from_source_format(f: SourceFormat) -> Option<FileFormat> {
-        match f {
-            SourceFormat::Json => Some(FileFormat::Json),
-            SourceFormat::Csv => Some(FileFormat::Csv),
-            SourceFormat::Parquet => Some(FileFormat::Parquet),
-            SourceFormat::Text => Some(FileFormat::Text),
-            _ => None,
-        }
-    }
-
-    /// The format's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            FileFormat::Json => "json",
-            FileFormat::Csv => "csv",
-            FileFormat::Parquet => "parquet",
-            FileFormat::Text => "text",
-        }
-    }
-}
+pub use super::parse::FileFormat;
 
 /// What is listed each trigger.
 #[derive(Debug)]

@@ -24,12 +24,36 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::basic::Encoding;
 
-use super::file::FileFormat;
 use super::json_fast::FastJson;
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
 use crate::engine::exec::dictionary_ids::string_dictionary_type;
 use crate::error::{Error, Result};
+
+/// The file formats of the file source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileFormat {
+    /// JSON lines (one object per line; `multiLine=true`: one document per file).
+    Json,
+    /// CSV.
+    Csv,
+    /// Parquet.
+    Parquet,
+    /// Text: one row per line, in a single string column.
+    Text,
+}
+
+impl FileFormat {
+    /// The format's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FileFormat::Json => "json",
+            FileFormat::Csv => "csv",
+            FileFormat::Parquet => "parquet",
+            FileFormat::Text => "text",
+        }
+    }
+}
 
 /// Rows per decoded batch.
 pub(crate) const BATCH_ROWS: usize = 64 * 1024;

@@ -1,0 +1,127 @@
+//! SQL text in plans: the DataFusion context with Spark's conventions and
+//! the streaming functions, parsing an expression's syntax, and turning it
+//! into an expression over a schema (identifiers matched in any case).
+
+use std::sync::OnceLock;
+
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParserBuilder;
+use datafusion::sql::sqlparser::ast::ExprWithAlias;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+
+use crate::error::PlanError;
+
+/// The shared DataFusion context used to turn SQL text into expressions; the
+/// `window` and `session_window` functions are registered in it.
+pub(crate) fn sql_context() -> &'static SessionContext {
+    static CTX: OnceLock<SessionContext> = OnceLock::new();
+    CTX.get_or_init(|| streaming_context(datafusion::prelude::SessionConfig::new()))
+}
+
+/// A DataFusion context with Spark's conventions and our streaming
+/// functions: STRING is plain Utf8, identifiers keep their case (resolution
+/// then matches names case-insensitively, like Spark), `window` /
+/// `session_window` are registered, and Spark's aggregate names `first`,
+/// `last`, `approx_count_distinct` and `collect_list`. `config` carries the caller's own settings.
+pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) -> SessionContext {
+    let opts = config.options_mut();
+    opts.sql_parser.map_string_types_to_utf8view = false;
+    opts.sql_parser.enable_ident_normalization = false;
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_udf(crate::plan::functions::window_udf().as_ref().clone());
+    ctx.register_udf(
+        crate::plan::functions::session_window_udf()
+            .as_ref()
+            .clone(),
+    );
+    // Spark's names for aggregates DataFusion calls otherwise, so SQL text
+    // such as "first(x)" or "collect_list(x)" works as in Spark.
+    use datafusion::functions_aggregate::{approx_distinct, array_agg, first_last};
+    for (udaf, name) in [
+        (first_last::first_value_udaf(), "first"),
+        (first_last::last_value_udaf(), "last"),
+        (
+            approx_distinct::approx_distinct_udaf(),
+            "approx_count_distinct",
+        ),
+        (array_agg::array_agg_udaf(), "collect_list"),
+    ] {
+        ctx.register_udaf(udaf.as_ref().clone().with_aliases([name]));
+    }
+    ctx
+}
+
+/// Parses SQL expression text (with an optional `AS alias`), checking syntax only.
+pub(crate) fn parse_sql_syntax(sql: &str) -> Result<ExprWithAlias, PlanError> {
+    let dialect = GenericDialect {};
+    let parsed = DFParserBuilder::new(sql)
+        .with_dialect(&dialect)
+        .build()
+        .and_then(|mut p| p.parse_into_expr());
+    parsed.map_err(|e| {
+        let why = match e {
+            datafusion::error::DataFusionError::SQL(pe, _) => {
+                let s = pe.to_string();
+                s.strip_prefix("sql parser error: ").unwrap_or(&s).to_string()
+            }
+            other => other.to_string(),
+        };
+        PlanError::with_help(
+            format!("invalid SQL expression `{sql}`: {why}"),
+            "write a Spark SQL expression such as \"level = 'ERROR'\" or \"CAST(key AS STRING) AS k\"",
+        )
+    })
+}
+
+/// Turns SQL text into a DataFusion expression against `schema`.
+/// Rewrites identifiers that name a column only with another case (`userid`
+/// for `userId`) to the schema's spelling, when exactly one column matches:
+/// Spark resolves names case-insensitively by default.
+fn match_identifiers_ignoring_case(
+    expr: &mut datafusion::sql::sqlparser::ast::Expr,
+    schema: &DFSchema,
+) {
+    use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr as SqlExpr, Ident};
+    use std::ops::ControlFlow;
+    let fix = |ident: &mut Ident| {
+        if ident.quote_style.is_some() || schema.fields().iter().any(|f| f.name() == &ident.value) {
+            return;
+        }
+        let matches: Vec<&String> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name())
+            .filter(|n| n.eq_ignore_ascii_case(&ident.value))
+            .collect();
+        if let [only] = matches.as_slice() {
+            ident.value = (*only).clone();
+        }
+    };
+    let _ = visit_expressions_mut(expr, |e| {
+        match e {
+            SqlExpr::Identifier(ident) => fix(ident),
+            SqlExpr::CompoundIdentifier(parts) => {
+                if let Some(last) = parts.last_mut() {
+                    fix(last);
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+pub(crate) fn sql_to_expr(
+    sql: &str,
+    schema: &DFSchema,
+) -> Result<Expr, datafusion::error::DataFusionError> {
+    let mut parsed =
+        parse_sql_syntax(sql).map_err(|e| datafusion::error::DataFusionError::Plan(e.message))?;
+    match_identifiers_ignoring_case(&mut parsed.expr, schema);
+    static STATE: OnceLock<datafusion::execution::SessionState> = OnceLock::new();
+    STATE
+        .get_or_init(|| sql_context().state())
+        .create_logical_expr_from_sql_expr(parsed, schema)
+}
