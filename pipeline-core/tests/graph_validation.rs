@@ -145,7 +145,7 @@ fn empty_pipeline() {
 fn unknown_target_with_suggestion() {
     let p = Pipeline::new()
         .table("logs", logs)
-        .append_flow("copy", "logz", read_logs);
+        .append_flow("copy", "logz", read_logs); // @copy
     let d = errors(&p, BASIC_SPEC);
     assert_one(
         &d,
