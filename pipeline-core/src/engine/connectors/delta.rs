@@ -7,7 +7,7 @@ use std::path::Path;
 
 use arrow::datatypes::SchemaRef;
 
-use super::{require_path, ALL_MODES, APPEND_COMPLETE};
+use super::{request_path, require_path, ALL_MODES, APPEND_COMPLETE};
 use crate::connector::{
     Connector, ConnectorRegistration, DeclaredRead, RealTime, Reset, SinkConnector,
     SourceConnector, SourceRequest,
@@ -19,7 +19,7 @@ use crate::engine::sinks::DeltaSink;
 use crate::engine::source::Source;
 use crate::engine::sources::delta::DeltaSourceOptions;
 use crate::engine::sources::{DeltaSource, FileFormat};
-use crate::error::{Error, PlanError, Result};
+use crate::error::{PlanError, Result};
 use crate::formats::OutputMode;
 use crate::options::{OptionDecl, OptionKind::*, OptionSet, Options};
 
@@ -149,16 +149,7 @@ impl SourceConnector for DeltaConnector {
     }
 
     fn open(&self, request: SourceRequest<'_>) -> Result<Box<dyn Source>> {
-        let Some(path) = request
-            .path
-            .map(str::to_string)
-            .or_else(|| request.options.get("path").map(str::to_string))
-        else {
-            return Err(Error::runtime_with_help(
-                format!("flow `{}`: delta source has no path", request.ctx.flow),
-                "load it with .load(\"path/to/table\")",
-            ));
-        };
+        let path = request_path(&request, "delta", "load it with .load(\"path/to/table\")")?;
         Ok(Box::new(DeltaSource::open(
             &path,
             request.schema,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
 
-use super::{require_path, APPEND_ONLY};
+use super::{request_path, require_path, APPEND_ONLY};
 use crate::connector::{
     Connector, ConnectorRegistration, DeclaredRead, SinkConnector, SourceConnector, SourceRequest,
 };
@@ -19,7 +19,7 @@ use crate::engine::sinks::FileSink;
 use crate::engine::source::Source;
 use crate::engine::sources::file::FileSourceOptions;
 use crate::engine::sources::{FileFormat, FileSource};
-use crate::error::{Error, PlanError, Result};
+use crate::error::{PlanError, Result};
 use crate::formats::OutputMode;
 use crate::options::{OptionDecl, OptionKind::*, OptionSet, Options};
 
@@ -321,20 +321,8 @@ impl SourceConnector for FileConnector {
     }
 
     fn open(&self, request: SourceRequest<'_>) -> Result<Box<dyn Source>> {
-        let Some(path) = request
-            .path
-            .map(str::to_string)
-            .or_else(|| request.options.get("path").map(str::to_string))
-        else {
-            return Err(Error::runtime_with_help(
-                format!(
-                    "flow `{}`: {} source has no path",
-                    request.ctx.flow,
-                    self.name()
-                ),
-                format!("load it with .load(\"data/{}\")", self.name()),
-            ));
-        };
+        let help = format!("load it with .load(\"data/{}\")", self.name());
+        let path = request_path(&request, self.name(), &help)?;
         Ok(Box::new(FileSource::open(
             &path,
             self.format,

@@ -42,6 +42,25 @@ pub(crate) fn require_path(read: &DeclaredRead<'_>) -> Result<(), PlanError> {
     }
 }
 
+/// The path a source opens: `load(path)`, else the `path` option; an error
+/// with `help` when neither is given.
+pub(crate) fn request_path(
+    request: &crate::connector::SourceRequest<'_>,
+    format: &str,
+    help: &str,
+) -> crate::error::Result<String> {
+    request
+        .path
+        .or_else(|| request.options.get("path"))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            crate::error::Error::runtime_with_help(
+                format!("flow `{}`: {format} source has no path", request.ctx.flow),
+                help.to_string(),
+            )
+        })
+}
+
 /// A read without a path (`load_default()`).
 pub(crate) fn forbid_path(read: &DeclaredRead<'_>) -> Result<(), PlanError> {
     match read.path {

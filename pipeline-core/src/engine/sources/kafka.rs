@@ -183,31 +183,14 @@ impl KafkaSource {
     ) -> Result<KafkaSource> {
         let what = format!("flow `{}`: kafka source", ctx.flow);
         let options = substitute_options(&options, &ctx.flow, &what)?;
+        // The checks dry-run makes (subscription, offsets, limits), then the parse.
+        check_source_options(&options)?;
         let subscription = parse_subscription(&options, &what)?;
         let starting = match options.get("startingOffsets") {
             None if !streaming => StartingOffsets::Earliest,
             None => StartingOffsets::Latest,
             Some(v) => parse_starting_offsets(v, &what)?,
         };
-        if let (StartingOffsets::Specific(map), Subscription::Assign(parts)) =
-            (&starting, &subscription)
-        {
-            if let Some(tp) = map.keys().find(|tp| !parts.contains(tp)) {
-                return Err(Error::runtime_with_help(
-                    format!(
-                        "{what}: `startingOffsets` names {}-{}, which `assign` does not list",
-                        tp.0, tp.1
-                    ),
-                    "give starting offsets only for assigned partitions",
-                ));
-            }
-        }
-        if options.get("endingOffsets").is_some() {
-            return Err(Error::runtime_with_help(
-                format!("{what}: option `endingOffsets` is not supported for streaming reads"),
-                "remove it: a streaming query reads until it is stopped (or, with `run`, what is there when it starts)",
-            ));
-        }
         let max_offsets_per_trigger = options.positive("maxOffsetsPerTrigger")?;
         let fail_on_data_loss = options.bool("failOnDataLoss", true)?;
         let timeout = Duration::from_millis(
