@@ -19,8 +19,7 @@
 //! files, warm): 1.2 M rows/s JSON → Parquet, 3.3 M rows/s Parquet →
 //! Parquet, about 350 ms per small micro-batch.
 
-#[path = "support/bench_data.rs"]
-mod bench_data;
+use pipelines_test_support::bench_data;
 
 use std::path::Path;
 

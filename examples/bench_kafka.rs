@@ -22,9 +22,7 @@
 //! Without `--brokers` the broker is librdkafka's mock cluster, in this
 //! process (a real Kafka-protocol broker on a loopback port).
 
-#[path = "support/bench_data.rs"]
-#[allow(dead_code)]
-mod bench_data;
+use pipelines_test_support::bench_data;
 
 use std::time::{Duration, Instant};
 

@@ -34,8 +34,7 @@
 //! system, all threads, the feeder and the measuring consumer included)
 //! over the measured seconds.
 
-#[path = "../tests/kafka_support/mod.rs"]
-mod kafka_support;
+use pipelines_test_support::kafka as kafka_support;
 
 use std::collections::HashMap;
 use std::path::Path;

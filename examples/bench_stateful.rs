@@ -24,9 +24,7 @@
 //! `~/.cache/pipelines-venv/bin/python`) and the ratios are against what it
 //! measured now, on this machine.
 
-#[path = "support/bench_data.rs"]
-#[allow(dead_code)]
-mod bench_data;
+use pipelines_test_support::bench_data;
 
 use std::path::Path;
 use std::sync::Arc;

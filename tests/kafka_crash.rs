@@ -18,7 +18,7 @@
 
 #[path = "../examples/event_counts/main.rs"]
 mod event_counts_example;
-mod kafka_support;
+use pipelines_test_support::kafka as kafka_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -15,7 +15,7 @@ use pipeline_core::{
     graph, DatasetDef, DatasetType, Diagnostic, Origin, OutputMode, Pipeline, PipelineGraph,
 };
 
-const THIS_FILE: &str = "pipeline-core/tests/graph_checks.rs";
+const THIS_FILE: &str = "pipeline-core/tests/it/graph_checks.rs";
 
 const SPEC: &str = "name: t\nstorage: ./s\n";
 

@@ -7,7 +7,7 @@ use pipelines::{
     append_flow, materialized_view, table, temporary_view, update_flow, DataFrame, Result, Session,
 };
 
-const FILE: &str = "tests/macros_registry.rs";
+const FILE: &str = "tests/it/macros_registry.rs";
 
 fn not_run(what: &str) -> Result<DataFrame> {
     Err(pipelines::Error::Usage(format!(

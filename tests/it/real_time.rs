@@ -3,7 +3,7 @@
 //! of an epoch loses nothing, one checkpoint switches between micro-batch and
 //! real-time runs, and what cannot run in real time is refused at dry-run.
 
-mod kafka_support;
+use pipelines_test_support::kafka as kafka_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@ use pipeline_core::plan::functions::window;
 use pipeline_core::prelude::*;
 use pipeline_core::{Diagnostic, Origin, Pipeline, TableOptions};
 
-const THIS_FILE: &str = "pipeline-core/tests/graph_validation.rs";
+const THIS_FILE: &str = "pipeline-core/tests/it/graph_validation.rs";
 
 fn spec(yaml: &str) -> pipeline_core::spec::PipelineSpec {
     pipeline_core::spec::parse_str(yaml, Path::new("pipeline.yml")).expect("valid spec")
@@ -727,7 +727,7 @@ fn unknown_source_options_in_code_and_bad_values_from_the_spec_fail_dry_run() {
         errs[0]
     );
     assert!(
-        errs[0].starts_with("error: sink `out` (pipeline-core/tests/graph_validation.rs:"),
+        errs[0].starts_with("error: sink `out` (pipeline-core/tests/it/graph_validation.rs:"),
         "{}",
         errs[0]
     );

@@ -1,7 +1,6 @@
 //! Kafka helpers shared by the Kafka tests and the Kafka benchmark: an
 //! in-process mock cluster, a tansu broker process, producing test
 //! messages and reading a topic back.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -350,7 +350,7 @@ fn hostile_input_is_an_error_not_a_crash() {
     assert!(spec::parse_str(&deep, Path::new("pipeline.yml")).is_err());
     // Every truncation and every single-character edit of the full example
     // parses or fails cleanly.
-    let full = include_str!("fixtures/spec/full.yml");
+    let full = include_str!("../fixtures/spec/full.yml");
     let cuts: Vec<usize> = full.char_indices().map(|(i, _)| i).collect();
     for &i in &cuts {
         let _ = spec::parse_str(&full[..i], Path::new("pipeline.yml"));

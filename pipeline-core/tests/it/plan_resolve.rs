@@ -260,7 +260,7 @@ fn unions() {
         "cannot union column 1 (`n` Int32 and `name` Utf8): (n INT, level STRING) and (name STRING, id BIGINT)"
     );
     // Mixing a stream and a batch resolves; the query-shape checks refuse
-    // it (tests/graph_checks.rs).
+    // it (tests/it/graph_checks.rs).
     assert_eq!(
         schema(a.union(&users().select_expr(["name", "id"]).unwrap())),
         "level STRING, n BIGINT"

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use pipelines as dp;
-use pipelines::engine::runtime::{run, FlowSummary, RunOptions};
-use pipelines::prelude::*;
+use pipeline_core as dp;
+use pipeline_core::engine::runtime::{run, FlowSummary, RunOptions};
+use pipeline_core::prelude::*;
 
 /// The events' schema as Spark DDL.
 pub const DDL: &str = "ts TIMESTAMP, user_id STRING, service STRING, level STRING, value BIGINT";

@@ -5,7 +5,7 @@
 //! failures, new partitions and topics, data loss, delivery failures and
 //! the sink's dry-run checks.
 
-mod kafka_support;
+use pipelines_test_support::kafka as kafka_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,0 +1,10 @@
+//! Helpers shared by the integration tests and the benchmark examples of
+//! `pipelines` (not published):
+//!
+//! - [`kafka`]: producing and consuming test messages, and a Kafka-protocol
+//!   broker process (tansu) on a free loopback port;
+//! - [`bench_data`]: the benchmarks' generated events (JSON lines and
+//!   Parquet), timed runs and medians.
+
+pub mod bench_data;
+pub mod kafka;

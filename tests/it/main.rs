@@ -1,0 +1,12 @@
+//! The integration tests of the `pipelines` facade, one module per concept,
+//! in one binary. `crash_recovery` and `kafka_crash` are separate binaries:
+//! they re-run themselves as child processes that are killed mid-batch.
+
+mod delta;
+mod engine_e2e;
+mod init;
+mod kafka;
+mod macros_compile;
+mod macros_registry;
+mod real_time;
+mod stateful;
