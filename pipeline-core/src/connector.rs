@@ -215,6 +215,13 @@ pub trait SinkConnector: Sync {
         Reset::RemoveDirectory
     }
 
+    /// The option that makes the sink replace its table's contents with
+    /// each batch, set by the runtime when it recomputes a materialized
+    /// view stored in this format ([`Reset::Truncate`] formats only).
+    fn replace_option(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Empties the table at `path` in a new version, returning false when
     /// there is no table there yet (then the directory is removed).
     fn truncate(

@@ -43,8 +43,14 @@ impl OutputMode {
 
 /// The default storage format of streaming tables and materialized views:
 /// Delta Lake, as in Spark Declarative Pipelines (`format: parquet` keeps
-/// the file sink's `_spark_metadata` layout).
+/// the file sink's `_spark_metadata` layout); Parquet in a build without
+/// the `delta` feature.
+#[cfg(feature = "delta")]
 pub const DEFAULT_TABLE_FORMAT: &str = "delta";
+/// The default storage format of streaming tables and materialized views:
+/// Parquet, as this build has no Delta Lake (the `delta` feature).
+#[cfg(not(feature = "delta"))]
+pub const DEFAULT_TABLE_FORMAT: &str = "parquet";
 
 /// Lists modes as `append, complete`.
 pub fn describe_modes(modes: &[OutputMode]) -> String {

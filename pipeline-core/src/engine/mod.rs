@@ -16,9 +16,11 @@
 
 pub mod checkpoint;
 pub mod connectors;
+#[cfg(feature = "delta")]
 pub mod delta;
 pub mod exec;
 pub mod fault;
+#[cfg(feature = "kafka")]
 pub mod kafka_conf;
 pub mod progress;
 pub mod runtime;

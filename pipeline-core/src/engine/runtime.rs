@@ -1096,13 +1096,11 @@ fn sink_context(
         _ => Some(table_path(target, opts)),
     };
     let mut options: BTreeMap<String, String> = target.def.options.clone();
-    if target.def.dataset_type() == DatasetType::MaterializedView && keeps_history(&format) {
-        // A materialized view is recomputed on every run: its one batch
-        // replaces the table's contents in a new version.
-        options.insert(
-            crate::engine::sinks::delta::OVERWRITE_OPTION.to_string(),
-            "true".to_string(),
-        );
+    // A materialized view is recomputed on every run: in a format that keeps
+    // history, its one batch replaces the table's contents in a new version.
+    let replace = crate::connector::sink(&format).and_then(|c| c.replace_option());
+    if let (DatasetType::MaterializedView, Some(key)) = (target.def.dataset_type(), replace) {
+        options.insert(key.to_string(), "true".to_string());
     }
     options
         .entry("queryName".to_string())

@@ -201,6 +201,10 @@ impl SinkConnector for DeltaConnector {
         Reset::Truncate
     }
 
+    fn replace_option(&self) -> Option<&'static str> {
+        Some(OVERWRITE_OPTION)
+    }
+
     fn truncate(
         &self,
         path: &Path,

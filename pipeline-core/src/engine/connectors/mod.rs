@@ -8,8 +8,10 @@
 //! - [`builtin`]: `console`, `memory`, `foreach_batch`, `rate`, `socket`.
 
 pub mod builtin;
+#[cfg(feature = "delta")]
 pub mod delta;
 pub mod files;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 
 use arrow::datatypes::SchemaRef;
@@ -24,6 +26,7 @@ pub(crate) const ALL_MODES: &[OutputMode] =
 /// Append only (files).
 pub(crate) const APPEND_ONLY: &[OutputMode] = &[OutputMode::Append];
 /// Append and complete (tables without upsert keys).
+#[cfg_attr(not(feature = "delta"), allow(dead_code))]
 pub(crate) const APPEND_COMPLETE: &[OutputMode] = &[OutputMode::Append, OutputMode::Complete];
 
 /// A read from a path: the path must be given and not empty.

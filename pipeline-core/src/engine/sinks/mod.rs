@@ -11,20 +11,24 @@
 //! - [`kafka`]: one message per row, at least once (idempotent producer).
 
 pub mod console;
+#[cfg(feature = "delta")]
 pub mod delta;
 pub mod file;
 pub mod foreach_batch;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod manifest;
 pub mod memory;
 mod parquet_writer;
 
 pub use console::ConsoleSink;
+#[cfg(feature = "delta")]
 pub use delta::DeltaSink;
 pub use file::FileSink;
 pub use foreach_batch::{
     foreach_batch_fn, register_foreach_batch, ForeachBatchFn, ForeachBatchSink,
 };
+#[cfg(feature = "kafka")]
 pub use kafka::KafkaSink;
 pub use manifest::{committed_files, CommittedFile};
 pub use memory::{drop_memory_table, memory_table, MemorySink, MemoryTable};

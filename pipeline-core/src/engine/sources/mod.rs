@@ -22,9 +22,11 @@ use crate::engine::source::{Source, SourceContext};
 use crate::error::{Error, Result};
 use crate::plan::reader::SourceSpec;
 
+#[cfg(feature = "delta")]
 pub mod delta;
 pub mod file;
 mod json_fast;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory;
 pub(crate) mod null_columns;
@@ -33,8 +35,10 @@ mod parse;
 pub mod rate;
 pub mod socket;
 
+#[cfg(feature = "delta")]
 pub use delta::DeltaSource;
 pub use file::{FileFormat, FileSource};
+#[cfg(feature = "kafka")]
 pub use kafka::KafkaSource;
 pub use memory::{memory_stream, MemorySource, MemoryStream};
 pub use rate::RateSource;
