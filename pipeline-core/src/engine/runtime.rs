@@ -417,6 +417,198 @@ struct StreamingQuery {
     once_done: bool,
 }
 
+/// The flow's checkpoint, opened: an imported checkpoint copied in first
+/// (once), and a materialized view's checkpoint (and, unless its format
+/// keeps history, its data) removed, as it is recomputed on every run.
+fn prepare_checkpoint(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    target: &DatasetNode,
+    opts: &RunOptions,
+    reporter: &ProgressReporter,
+) -> Result<Checkpoint> {
+    let name = &flow.def.name;
+    let ckpt_dir = checkpoint_path(flow, opts);
+    if let Some(import) = &flow.def.import_checkpoint {
+        let src = resolve(&opts.base_dir, import);
+        if crate::engine::checkpoint::import_from(&src, &ckpt_dir)? {
+            reporter.event(
+                &graph.name,
+                name,
+                "checkpoint_imported",
+                &src.display().to_string(),
+            )?;
+        }
+    }
+    // A materialized view is recomputed on every run.
+    let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
+    if recompute {
+        remove_dir(&ckpt_dir)?;
+        // A view whose format keeps history (Delta) is overwritten in a
+        // new version by its batch; other views are removed first.
+        if !keeps_history(&target.format()) {
+            remove_dir(&table_path(target, opts))?;
+        }
+    }
+    Checkpoint::open(&ckpt_dir)
+}
+
+/// Opens the leaves of the flow's plan: streaming sources get the next slot
+/// of the offset log and open now; batch inputs are opened per batch.
+/// Returns the leaves, the streaming sources' shapes and the slot count.
+fn open_leaves(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    compiled: &CompiledPlan,
+    checkpoint: &Checkpoint,
+    opts: &RunOptions,
+) -> Result<(Vec<LeafInput>, Vec<SourceShape>, usize)> {
+    let name = &flow.def.name;
+    // Leaves: streaming ones get a slot in the offset log.
+    let mut leaves = Vec::new();
+    let mut shapes = Vec::new();
+    let mut slot = 0usize;
+    for leaf in compiled.leaves() {
+        let ctx = SourceContext {
+            flow: name.clone(),
+            state_dir: checkpoint.source_dir(slot),
+            base_dir: opts.base_dir.clone(),
+            option_overrides: flow.options.clone(),
+        };
+        let make: OpenSource = match leaf.node.as_ref() {
+            PlanNode::Source(spec) => {
+                let spec = spec.clone();
+                let schema = leaf.schema.clone();
+                let ctx = ctx.clone();
+                shapes.push(SourceShape {
+                    description: spec.describe(),
+                    format: spec.format.name().to_string(),
+                    options: spec.options.clone(),
+                });
+                Box::new(move |state: &Path| {
+                    let mut c = ctx.clone();
+                    c.state_dir = state.to_path_buf();
+                    crate::engine::sources::open_source(&spec, schema.clone(), c)
+                })
+            }
+            PlanNode::DatasetRead { name: ds, .. } => {
+                let dataset = graph.datasets.get(ds).ok_or_else(|| {
+                    Error::runtime(format!(
+                        "flow `{name}`: reads `{ds}`, which is not declared"
+                    ))
+                })?;
+                if dataset.def.dataset_type() == DatasetType::TemporaryView {
+                    return Err(Error::runtime_with_help(
+                        format!("flow `{name}`: reading temporary view `{ds}` is not supported by this build yet"),
+                        "declare it as a streaming table (#[table]) instead",
+                    ));
+                }
+                let path = table_path(dataset, opts);
+                let format = dataset.format();
+                let options = dataset.def.options.clone();
+                let schema = leaf.schema.clone();
+                let ctx = ctx.clone();
+                let streaming = leaf.streaming;
+                shapes.push(SourceShape {
+                    description: format!("dataset `{ds}`"),
+                    format: format.clone(),
+                    options: options.clone(),
+                });
+                Box::new(move |state: &Path| {
+                    let mut c = ctx.clone();
+                    c.state_dir = state.to_path_buf();
+                    crate::engine::sources::open_table_reader(
+                        &path,
+                        &format,
+                        schema.clone(),
+                        &options,
+                        c,
+                        streaming,
+                    )
+                })
+            }
+            other => {
+                return Err(Error::runtime(format!(
+                    "flow `{name}`: unexpected leaf `{}` in the plan",
+                    other.name()
+                )))
+            }
+        };
+        if leaf.streaming {
+            let state = checkpoint.source_dir(slot);
+            let source = make(&state)?;
+            leaves.push(LeafInput::Streaming { slot, source });
+            slot += 1;
+        } else {
+            shapes.pop();
+            leaves.push(LeafInput::Static { open: make });
+        }
+    }
+
+    Ok((leaves, shapes, slot))
+}
+
+/// Compares the query's shape with the checkpoint's (writing it the first
+/// time): a changed query on an old checkpoint is refused with the diff and
+/// the `--full-refresh` hint.
+fn check_shape(
+    flow: &FlowNode,
+    compiled: &CompiledPlan,
+    checkpoint: &Checkpoint,
+    shapes: Vec<SourceShape>,
+) -> Result<()> {
+    let name = &flow.def.name;
+    // The query's shape: refuse a changed query on an old checkpoint.
+    let shape = QueryShape {
+        sources: shapes,
+        stateful_operators: compiled.stateful_operators(),
+        output_schema: flow
+            .schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), type_to_ddl(f.data_type())))
+            .collect(),
+    };
+    match checkpoint.read_shape()? {
+        Some(old) => {
+            let diff = shape_diff(&old, &shape);
+            if !diff.is_empty() {
+                return Err(Error::ShapeChanged(format!(
+                    "flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
+                    flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
+                    crate::spec::display_path(checkpoint.dir()),
+                    diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
+                    flow.def.target,
+                    flow.def.target,
+                )));
+            }
+        }
+        None => checkpoint.write_shape(&shape)?,
+    }
+
+    Ok(())
+}
+
+/// Tells each streaming source which columns the operators read (projection
+/// pushdown; not when late rows go to a sink, which keeps every column) and
+/// which string columns may stay dictionary-encoded.
+fn push_down(leaves: &mut [LeafInput], compiled: &CompiledPlan, late_sink: bool) {
+    // Projection pushdown: sources skip the columns no operator reads
+    // (late rows sent to a sink keep every column).
+    if !late_sink {
+        for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
+            if let LeafInput::Streaming { source, .. } = leaf {
+                source.read_only_columns(&used);
+            }
+        }
+    }
+    for (leaf, allowed) in leaves.iter_mut().zip(compiled.leaf_dictionary_columns()) {
+        if let LeafInput::Streaming { source, .. } = leaf {
+            source.read_dictionary_columns(&allowed);
+        }
+    }
+}
+
 impl StreamingQuery {
     fn start(
         graph: &PipelineGraph,
@@ -444,166 +636,22 @@ impl StreamingQuery {
         )?;
         let policy = WatermarkPolicy::from_conf(name, &flow_settings(flow))?;
 
-        let ckpt_dir = checkpoint_path(flow, opts);
-        if let Some(import) = &flow.def.import_checkpoint {
-            let src = resolve(&opts.base_dir, import);
-            if crate::engine::checkpoint::import_from(&src, &ckpt_dir)? {
-                reporter.event(
-                    &graph.name,
-                    name,
-                    "checkpoint_imported",
-                    &src.display().to_string(),
-                )?;
-            }
-        }
-        // A materialized view is recomputed on every run.
         let target = graph.datasets.get(&flow.def.target).ok_or_else(|| {
             Error::runtime(format!(
                 "flow `{name}`: target `{}` is not declared",
                 flow.def.target
             ))
         })?;
-        let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
-        if recompute {
-            remove_dir(&ckpt_dir)?;
-            // A view whose format keeps history (Delta) is overwritten in a
-            // new version by its batch; other views are removed first.
-            if !keeps_history(&target.format()) {
-                remove_dir(&table_path(target, opts))?;
-            }
-        }
-        let checkpoint = Checkpoint::open(&ckpt_dir)?;
-
-        // Leaves: streaming ones get a slot in the offset log.
-        let mut leaves = Vec::new();
-        let mut shapes = Vec::new();
-        let mut slot = 0usize;
-        for leaf in compiled.leaves() {
-            let ctx = SourceContext {
-                flow: name.clone(),
-                state_dir: checkpoint.source_dir(slot),
-                base_dir: opts.base_dir.clone(),
-                option_overrides: flow.options.clone(),
-            };
-            let make: OpenSource = match leaf.node.as_ref() {
-                PlanNode::Source(spec) => {
-                    let spec = spec.clone();
-                    let schema = leaf.schema.clone();
-                    let ctx = ctx.clone();
-                    shapes.push(SourceShape {
-                        description: spec.describe(),
-                        format: spec.format.name().to_string(),
-                        options: spec.options.clone(),
-                    });
-                    Box::new(move |state: &Path| {
-                        let mut c = ctx.clone();
-                        c.state_dir = state.to_path_buf();
-                        crate::engine::sources::open_source(&spec, schema.clone(), c)
-                    })
-                }
-                PlanNode::DatasetRead { name: ds, .. } => {
-                    let dataset = graph.datasets.get(ds).ok_or_else(|| {
-                        Error::runtime(format!(
-                            "flow `{name}`: reads `{ds}`, which is not declared"
-                        ))
-                    })?;
-                    if dataset.def.dataset_type() == DatasetType::TemporaryView {
-                        return Err(Error::runtime_with_help(
-                            format!("flow `{name}`: reading temporary view `{ds}` is not supported by this build yet"),
-                            "declare it as a streaming table (#[table]) instead",
-                        ));
-                    }
-                    let path = table_path(dataset, opts);
-                    let format = dataset.format();
-                    let options = dataset.def.options.clone();
-                    let schema = leaf.schema.clone();
-                    let ctx = ctx.clone();
-                    let streaming = leaf.streaming;
-                    shapes.push(SourceShape {
-                        description: format!("dataset `{ds}`"),
-                        format: format.clone(),
-                        options: options.clone(),
-                    });
-                    Box::new(move |state: &Path| {
-                        let mut c = ctx.clone();
-                        c.state_dir = state.to_path_buf();
-                        crate::engine::sources::open_table_reader(
-                            &path,
-                            &format,
-                            schema.clone(),
-                            &options,
-                            c,
-                            streaming,
-                        )
-                    })
-                }
-                other => {
-                    return Err(Error::runtime(format!(
-                        "flow `{name}`: unexpected leaf `{}` in the plan",
-                        other.name()
-                    )))
-                }
-            };
-            if leaf.streaming {
-                let state = checkpoint.source_dir(slot);
-                let source = make(&state)?;
-                leaves.push(LeafInput::Streaming { slot, source });
-                slot += 1;
-            } else {
-                shapes.pop();
-                leaves.push(LeafInput::Static { open: make });
-            }
-        }
-
-        // The query's shape: refuse a changed query on an old checkpoint.
-        let shape = QueryShape {
-            sources: shapes,
-            stateful_operators: compiled.stateful_operators(),
-            output_schema: flow
-                .schema
-                .fields()
-                .iter()
-                .map(|f| (f.name().clone(), type_to_ddl(f.data_type())))
-                .collect(),
-        };
-        match checkpoint.read_shape()? {
-            Some(old) => {
-                let diff = shape_diff(&old, &shape);
-                if !diff.is_empty() {
-                    return Err(Error::ShapeChanged(format!(
-                        "flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
-                        flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
-                        crate::spec::display_path(checkpoint.dir()),
-                        diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
-                        flow.def.target,
-                        flow.def.target,
-                    )));
-                }
-            }
-            None => checkpoint.write_shape(&shape)?,
-        }
-
+        let checkpoint = prepare_checkpoint(graph, flow, target, opts, &reporter)?;
+        let (mut leaves, shapes, slot) = open_leaves(graph, flow, &compiled, &checkpoint, opts)?;
+        check_shape(flow, &compiled, &checkpoint, shapes)?;
         // The sink.
         let sink_ctx = sink_context(graph, flow, target, opts, checkpoint.query_id())?;
         let foreach = crate::engine::sinks::foreach_batch_fn(&target.def.name);
         let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
         let sink_description = sink.describe();
         let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
-        // Projection pushdown: sources skip the columns no operator reads
-        // (late rows sent to a sink keep every column).
-        if late_sink.is_none() {
-            for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
-                if let LeafInput::Streaming { source, .. } = leaf {
-                    source.read_only_columns(&used);
-                }
-            }
-        }
-        for (leaf, allowed) in leaves.iter_mut().zip(compiled.leaf_dictionary_columns()) {
-            if let LeafInput::Streaming { source, .. } = leaf {
-                source.read_dictionary_columns(&allowed);
-            }
-        }
-
+        push_down(&mut leaves, &compiled, late_sink.is_some());
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
         compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;
@@ -800,37 +848,7 @@ impl StreamingQuery {
         durations.wal_commit = ms(wal_done - started) - latest_offset_ms;
 
         // Read.
-        let mut inputs: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.leaves.len()];
-        let mut sources = Vec::new();
-        let mut input_rows = 0u64;
-        let mut statics = Vec::new();
-        for (i, leaf) in self.leaves.iter_mut().enumerate() {
-            match leaf {
-                LeafInput::Streaming { slot, source } => {
-                    let start = self.committed.get(*slot).cloned().flatten();
-                    let end = ends.get(*slot).cloned().flatten();
-                    let read = match &end {
-                        Some(e) if Some(e) != start.as_ref() => source.read(start.as_ref(), e)?,
-                        _ => Default::default(),
-                    };
-                    let rows = read.num_rows() as u64;
-                    input_rows += rows;
-                    sources.push(SourceProgress {
-                        description: source.describe(),
-                        start_offset: start,
-                        end_offset: end,
-                        num_input_rows: rows,
-                        num_malformed_dropped: read.malformed_dropped,
-                        num_data_lost: source.data_lost(),
-                    });
-                    inputs[i] = read.batches;
-                }
-                LeafInput::Static { .. } => statics.push(i),
-            }
-        }
-        for i in statics {
-            inputs[i] = self.read_static(i)?;
-        }
+        let (inputs, sources, input_rows) = self.read_inputs(&ends)?;
         let read_done = Instant::now();
         durations.get_batch = ms(read_done - wal_done);
 
@@ -922,17 +940,7 @@ impl StreamingQuery {
             sources,
             sink: self.sink_description.clone(),
             sink_skipped_replay: write.skipped_replay,
-            backlog: {
-                let parts: Vec<String> = self
-                    .leaves
-                    .iter()
-                    .filter_map(|l| match l {
-                        LeafInput::Streaming { source, .. } => source.backlog(),
-                        LeafInput::Static { .. } => None,
-                    })
-                    .collect();
-                (!parts.is_empty()).then(|| parts.join(", "))
-            },
+            backlog: self.backlog(),
             state_operators: result.state_operators,
         };
         self.reporter.report(&progress)?;
@@ -947,6 +955,60 @@ impl StreamingQuery {
 }
 
 impl StreamingQuery {
+    /// Reads every leaf for a batch ending at `ends`: each streaming source
+    /// its `(committed, end]` range, each static input whole. Returns the
+    /// inputs per leaf, the sources' progress and the streaming rows read.
+    fn read_inputs(
+        &mut self,
+        ends: &[Option<Offset>],
+    ) -> Result<(Vec<Vec<RecordBatch>>, Vec<SourceProgress>, u64)> {
+        let mut inputs: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.leaves.len()];
+        let mut sources = Vec::new();
+        let mut input_rows = 0u64;
+        let mut statics = Vec::new();
+        for (i, leaf) in self.leaves.iter_mut().enumerate() {
+            match leaf {
+                LeafInput::Streaming { slot, source } => {
+                    let start = self.committed.get(*slot).cloned().flatten();
+                    let end = ends.get(*slot).cloned().flatten();
+                    let read = match &end {
+                        Some(e) if Some(e) != start.as_ref() => source.read(start.as_ref(), e)?,
+                        _ => Default::default(),
+                    };
+                    let rows = read.num_rows() as u64;
+                    input_rows += rows;
+                    sources.push(SourceProgress {
+                        description: source.describe(),
+                        start_offset: start,
+                        end_offset: end,
+                        num_input_rows: rows,
+                        num_malformed_dropped: read.malformed_dropped,
+                        num_data_lost: source.data_lost(),
+                    });
+                    inputs[i] = read.batches;
+                }
+                LeafInput::Static { .. } => statics.push(i),
+            }
+        }
+        for i in statics {
+            inputs[i] = self.read_static(i)?;
+        }
+        Ok((inputs, sources, input_rows))
+    }
+
+    /// What the streaming sources have not put in a batch yet, e.g. "38 files".
+    fn backlog(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .leaves
+            .iter()
+            .filter_map(|l| match l {
+                LeafInput::Streaming { source, .. } => source.backlog(),
+                LeafInput::Static { .. } => None,
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// Reads static leaf `i` whole (a batch input of a stream-static join).
     fn read_static(&mut self, i: usize) -> Result<Vec<RecordBatch>> {
         let LeafInput::Static { open } = &self.leaves[i] else {

@@ -186,202 +186,20 @@ fn resolve_op(df: &DataFrame, children: &[ResolvedNode], catalog: &dyn Catalog) 
             let plan = scan(name, &schema).map_err(one)?;
             Ok((schema, vec![], plan))
         }
-        PlanNode::Select { exprs, .. } => {
-            let input = input_scan(&children[0])?;
-            let mut resolved = Vec::new();
-            let mut errors = Vec::new();
-            for ce in exprs {
-                if matches!(ce, ColumnExpr::Sql(s) if s.trim() == "*") {
-                    resolved.extend(all_columns(input.schema()));
-                    continue;
-                }
-                match to_expr(ce, input.schema(), "select") {
-                    Ok(e) => {
-                        if let Err(e) = check_expr_type(&input, &e, "select", ce) {
-                            errors.push(e);
-                        }
-                        resolved.push(auto_name(e));
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            if !errors.is_empty() {
-                return Err(errors);
-            }
-            let plan = build(
-                LogicalPlanBuilder::from(input).project(resolved.clone()),
-                "select",
-            )?;
-            finish(plan, resolved)
-        }
-        PlanNode::Filter { predicate, .. } => {
-            let input = input_scan(&children[0])?;
-            let e = to_expr(predicate, input.schema(), "filter").map_err(one)?;
-            check_expr_type(&input, &e, "filter", predicate).map_err(one)?;
-            let t = e.get_type(input.schema()).map_err(|err| {
-                one(df_error(
-                    err,
-                    &format!("filter `{predicate}`"),
-                    input.schema(),
-                ))
-            })?;
-            if !matches!(t, DataType::Boolean | DataType::Null) {
-                return Err(one(PlanError::with_help(
-                    format!("filter predicate `{predicate}` is {t}, not a boolean"),
-                    "write a condition such as \"level = 'ERROR'\"",
-                )));
-            }
-            let plan = build(LogicalPlanBuilder::from(input).filter(e.clone()), "filter")?;
-            finish(plan, vec![e])
-        }
-        PlanNode::WithColumn { name, expr, .. } => {
-            let input = input_scan(&children[0])?;
-            let op = format!("with_column `{name}`");
-            let e = to_expr(expr, input.schema(), &op).map_err(one)?;
-            check_expr_type(&input, &e, &op, expr).map_err(one)?;
-            let new_col = flatten_alias(e.clone().alias(name.clone()));
-            let mut replaced = false;
-            let mut list = Vec::new();
-            for (q, f) in input.schema().iter() {
-                if f.name() == name {
-                    if !replaced {
-                        list.push(new_col.clone());
-                        replaced = true;
-                    }
-                } else {
-                    list.push(Expr::from((q, f)));
-                }
-            }
-            if !replaced {
-                list.push(new_col);
-            }
-            let plan = build(LogicalPlanBuilder::from(input).project(list), &op)?;
-            finish(plan, vec![e])
-        }
+        PlanNode::Select { exprs, .. } => resolve_select(&children[0], exprs),
+        PlanNode::Filter { predicate, .. } => resolve_filter(&children[0], predicate),
+        PlanNode::WithColumn { name, expr, .. } => resolve_with_column(&children[0], name, expr),
         PlanNode::WithColumnRenamed { existing, new, .. } => {
-            let input = input_scan(&children[0])?;
-            check_columns(
-                input.schema(),
-                std::slice::from_ref(existing),
-                "with_column_renamed",
-            )
-            .map_err(one)?;
-            if existing != new && input.schema().fields().iter().any(|f| f.name() == new) {
-                return Err(one(PlanError::with_help(
-                    format!("cannot rename column `{existing}` to `{new}`: column `{new}` already exists"),
-                    format!("drop `{new}` first, or choose another name"),
-                )));
-            }
-            let list: Vec<Expr> = input
-                .schema()
-                .iter()
-                .map(|(q, f)| {
-                    let c = Expr::from((q, f));
-                    if f.name() == existing {
-                        c.alias(new.clone())
-                    } else {
-                        c
-                    }
-                })
-                .collect();
-            let plan = build(
-                LogicalPlanBuilder::from(input).project(list),
-                "with_column_renamed",
-            )?;
-            finish(plan, vec![])
+            resolve_rename(&children[0], existing, new)
         }
-        PlanNode::Drop { columns, .. } => {
-            let input = input_scan(&children[0])?;
-            check_columns(input.schema(), columns, "drop").map_err(one)?;
-            let list: Vec<Expr> = input
-                .schema()
-                .iter()
-                .filter(|(_, f)| !columns.contains(f.name()))
-                .map(|(q, f)| Expr::from((q, f)))
-                .collect();
-            let plan = build(LogicalPlanBuilder::from(input).project(list), "drop")?;
-            finish(plan, vec![])
-        }
+        PlanNode::Drop { columns, .. } => resolve_drop(&children[0], columns),
         PlanNode::WithWatermark { column, delay, .. } => {
-            let input = input_scan(&children[0])?;
-            check_columns(
-                input.schema(),
-                std::slice::from_ref(column),
-                "with_watermark",
-            )
-            .map_err(one)?;
-            let child = &children[0].schema;
-            let idx = child
-                .fields()
-                .iter()
-                .position(|f| f.name() == column)
-                .ok_or_else(|| {
-                    one(PlanError::new(format!(
-                        "unknown column `{column}` in with_watermark"
-                    )))
-                })?;
-            let field = child.field(idx);
-            if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
-                return Err(one(PlanError::with_help(
-                    format!(
-                        "watermark column `{column}` is {}, not a timestamp",
-                        field.data_type()
-                    ),
-                    format!(
-                        "use a TIMESTAMP column, or convert it first, e.g. with_column(\"{column}\", \"to_timestamp({column})\")"
-                    ),
-                )));
-            }
-            let mut md = field.metadata().clone();
-            md.insert(
-                WATERMARK_METADATA_KEY.to_string(),
-                delay.as_millis().to_string(),
-            );
-            let mut fields: Vec<Field> =
-                child.fields().iter().map(|f| f.as_ref().clone()).collect();
-            fields[idx] = field.clone().with_metadata(md.clone());
-            let schema = Arc::new(Schema::new_with_metadata(fields, child.metadata().clone()));
-            let list: Vec<Expr> = input
-                .schema()
-                .iter()
-                .map(|(q, f)| {
-                    let c = Expr::from((q, f));
-                    if f.name() == column {
-                        c.alias_with_metadata(column.clone(), Some(md.clone().into()))
-                    } else {
-                        c
-                    }
-                })
-                .collect();
-            let plan = LogicalPlanBuilder::from(input.clone())
-                .project(list)
-                .and_then(|b| b.build())
-                .unwrap_or(input);
-            Ok((schema, vec![], plan))
+            resolve_watermark(&children[0], column, delay)
         }
         PlanNode::Aggregate {
             keys, aggregates, ..
         } => resolve_aggregate(&children[0], keys, aggregates),
-        PlanNode::DropDuplicates { columns, .. } => {
-            let input = input_scan(&children[0])?;
-            if let Some(cols) = columns {
-                check_columns(input.schema(), cols, "drop_duplicates").map_err(one)?;
-            }
-            let builder = LogicalPlanBuilder::from(input.clone());
-            let plan = match columns {
-                None => builder.distinct(),
-                Some(cols) => builder.distinct_on(
-                    cols.iter()
-                        .map(|c| Expr::Column(Column::from_name(c.clone())))
-                        .collect(),
-                    all_columns(input.schema()),
-                    None,
-                ),
-            }
-            .and_then(|b| b.build())
-            .unwrap_or(input);
-            Ok((children[0].schema.clone(), vec![], plan))
-        }
+        PlanNode::DropDuplicates { columns, .. } => resolve_drop_duplicates(&children[0], columns),
         PlanNode::Join {
             on,
             using,
@@ -389,34 +207,247 @@ fn resolve_op(df: &DataFrame, children: &[ResolvedNode], catalog: &dyn Catalog) 
             ..
         } => resolve_join(&children[0], &children[1], on.as_ref(), using, *join_type),
         PlanNode::Union { .. } => resolve_union(children),
-        PlanNode::OrderBy { sort, .. } => {
-            let input = input_scan(&children[0])?;
-            let mut errors = Vec::new();
-            let mut sorted = Vec::new();
-            for k in sort {
-                match to_expr(&k.expr, input.schema(), "order_by") {
-                    Ok(e) => {
-                        if let Err(err) = check_expr_type(&input, &e, "order_by", &k.expr) {
-                            errors.push(err);
-                        }
-                        sorted.push(SortExpr::new(e, k.asc, k.nulls_first));
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            if !errors.is_empty() {
-                return Err(errors);
-            }
-            let exprs = sorted.iter().map(|s| s.expr.clone()).collect();
-            let plan = build(LogicalPlanBuilder::from(input).sort(sorted), "order_by")?;
-            finish(plan, exprs)
-        }
+        PlanNode::OrderBy { sort, .. } => resolve_order_by(&children[0], sort),
         PlanNode::Limit { n, .. } => {
             let input = input_scan(&children[0])?;
             let plan = build(LogicalPlanBuilder::from(input).limit(0, Some(*n)), "limit")?;
             finish(plan, vec![])
         }
     }
+}
+
+/// `select`: every expression resolved against the input (`*` expands to its columns).
+fn resolve_select(child: &ResolvedNode, exprs: &[ColumnExpr]) -> OpResult {
+    let input = input_scan(child)?;
+    let mut resolved = Vec::new();
+    let mut errors = Vec::new();
+    for ce in exprs {
+        if matches!(ce, ColumnExpr::Sql(s) if s.trim() == "*") {
+            resolved.extend(all_columns(input.schema()));
+            continue;
+        }
+        match to_expr(ce, input.schema(), "select") {
+            Ok(e) => {
+                if let Err(e) = check_expr_type(&input, &e, "select", ce) {
+                    errors.push(e);
+                }
+                resolved.push(auto_name(e));
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let plan = build(
+        LogicalPlanBuilder::from(input).project(resolved.clone()),
+        "select",
+    )?;
+    finish(plan, resolved)
+}
+
+/// `filter`: a boolean predicate over the input.
+fn resolve_filter(child: &ResolvedNode, predicate: &ColumnExpr) -> OpResult {
+    let input = input_scan(child)?;
+    let e = to_expr(predicate, input.schema(), "filter").map_err(one)?;
+    check_expr_type(&input, &e, "filter", predicate).map_err(one)?;
+    let t = e.get_type(input.schema()).map_err(|err| {
+        one(df_error(
+            err,
+            &format!("filter `{predicate}`"),
+            input.schema(),
+        ))
+    })?;
+    if !matches!(t, DataType::Boolean | DataType::Null) {
+        return Err(one(PlanError::with_help(
+            format!("filter predicate `{predicate}` is {t}, not a boolean"),
+            "write a condition such as \"level = 'ERROR'\"",
+        )));
+    }
+    let plan = build(LogicalPlanBuilder::from(input).filter(e.clone()), "filter")?;
+    finish(plan, vec![e])
+}
+
+/// `with_column`: the column replaced in place, or added last.
+fn resolve_with_column(child: &ResolvedNode, name: &String, expr: &ColumnExpr) -> OpResult {
+    let input = input_scan(child)?;
+    let op = format!("with_column `{name}`");
+    let e = to_expr(expr, input.schema(), &op).map_err(one)?;
+    check_expr_type(&input, &e, &op, expr).map_err(one)?;
+    let new_col = flatten_alias(e.clone().alias(name.clone()));
+    let mut replaced = false;
+    let mut list = Vec::new();
+    for (q, f) in input.schema().iter() {
+        if f.name() == name {
+            if !replaced {
+                list.push(new_col.clone());
+                replaced = true;
+            }
+        } else {
+            list.push(Expr::from((q, f)));
+        }
+    }
+    if !replaced {
+        list.push(new_col);
+    }
+    let plan = build(LogicalPlanBuilder::from(input).project(list), &op)?;
+    finish(plan, vec![e])
+}
+
+/// `with_column_renamed`: the column renamed, unless the new name is taken.
+fn resolve_rename(child: &ResolvedNode, existing: &String, new: &String) -> OpResult {
+    let input = input_scan(child)?;
+    check_columns(
+        input.schema(),
+        std::slice::from_ref(existing),
+        "with_column_renamed",
+    )
+    .map_err(one)?;
+    if existing != new && input.schema().fields().iter().any(|f| f.name() == new) {
+        return Err(one(PlanError::with_help(
+            format!("cannot rename column `{existing}` to `{new}`: column `{new}` already exists"),
+            format!("drop `{new}` first, or choose another name"),
+        )));
+    }
+    let list: Vec<Expr> = input
+        .schema()
+        .iter()
+        .map(|(q, f)| {
+            let c = Expr::from((q, f));
+            if f.name() == existing {
+                c.alias(new.clone())
+            } else {
+                c
+            }
+        })
+        .collect();
+    let plan = build(
+        LogicalPlanBuilder::from(input).project(list),
+        "with_column_renamed",
+    )?;
+    finish(plan, vec![])
+}
+
+/// `drop`: the input without the named columns.
+fn resolve_drop(child: &ResolvedNode, columns: &[String]) -> OpResult {
+    let input = input_scan(child)?;
+    check_columns(input.schema(), columns, "drop").map_err(one)?;
+    let list: Vec<Expr> = input
+        .schema()
+        .iter()
+        .filter(|(_, f)| !columns.contains(f.name()))
+        .map(|(q, f)| Expr::from((q, f)))
+        .collect();
+    let plan = build(LogicalPlanBuilder::from(input).project(list), "drop")?;
+    finish(plan, vec![])
+}
+
+/// `with_watermark`: the event-time column marked with its delay (a timestamp column only).
+fn resolve_watermark(
+    child: &ResolvedNode,
+    column: &String,
+    delay: &std::time::Duration,
+) -> OpResult {
+    let input = input_scan(child)?;
+    check_columns(
+        input.schema(),
+        std::slice::from_ref(column),
+        "with_watermark",
+    )
+    .map_err(one)?;
+    let child = &child.schema;
+    let idx = child
+        .fields()
+        .iter()
+        .position(|f| f.name() == column)
+        .ok_or_else(|| {
+            one(PlanError::new(format!(
+                "unknown column `{column}` in with_watermark"
+            )))
+        })?;
+    let field = child.field(idx);
+    if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
+        return Err(one(PlanError::with_help(
+            format!(
+                "watermark column `{column}` is {}, not a timestamp",
+                field.data_type()
+            ),
+            format!(
+                "use a TIMESTAMP column, or convert it first, e.g. with_column(\"{column}\", \"to_timestamp({column})\")"
+            ),
+        )));
+    }
+    let mut md = field.metadata().clone();
+    md.insert(
+        WATERMARK_METADATA_KEY.to_string(),
+        delay.as_millis().to_string(),
+    );
+    let mut fields: Vec<Field> = child.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields[idx] = field.clone().with_metadata(md.clone());
+    let schema = Arc::new(Schema::new_with_metadata(fields, child.metadata().clone()));
+    let list: Vec<Expr> = input
+        .schema()
+        .iter()
+        .map(|(q, f)| {
+            let c = Expr::from((q, f));
+            if f.name() == column {
+                c.alias_with_metadata(column.clone(), Some(md.clone().into()))
+            } else {
+                c
+            }
+        })
+        .collect();
+    let plan = LogicalPlanBuilder::from(input.clone())
+        .project(list)
+        .and_then(|b| b.build())
+        .unwrap_or(input);
+    Ok((schema, vec![], plan))
+}
+
+/// `drop_duplicates`: distinct rows, or distinct on the named columns.
+fn resolve_drop_duplicates(child: &ResolvedNode, columns: &Option<Vec<String>>) -> OpResult {
+    let input = input_scan(child)?;
+    if let Some(cols) = columns {
+        check_columns(input.schema(), cols, "drop_duplicates").map_err(one)?;
+    }
+    let builder = LogicalPlanBuilder::from(input.clone());
+    let plan = match columns {
+        None => builder.distinct(),
+        Some(cols) => builder.distinct_on(
+            cols.iter()
+                .map(|c| Expr::Column(Column::from_name(c.clone())))
+                .collect(),
+            all_columns(input.schema()),
+            None,
+        ),
+    }
+    .and_then(|b| b.build())
+    .unwrap_or(input);
+    Ok((child.schema.clone(), vec![], plan))
+}
+
+/// `order_by`: the sort keys resolved against the input.
+fn resolve_order_by(child: &ResolvedNode, sort: &[crate::plan::SortKey]) -> OpResult {
+    let input = input_scan(child)?;
+    let mut errors = Vec::new();
+    let mut sorted = Vec::new();
+    for k in sort {
+        match to_expr(&k.expr, input.schema(), "order_by") {
+            Ok(e) => {
+                if let Err(err) = check_expr_type(&input, &e, "order_by", &k.expr) {
+                    errors.push(err);
+                }
+                sorted.push(SortExpr::new(e, k.asc, k.nulls_first));
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let exprs = sorted.iter().map(|s| s.expr.clone()).collect();
+    let plan = build(LogicalPlanBuilder::from(input).sort(sorted), "order_by")?;
+    finish(plan, exprs)
 }
 
 fn resolve_aggregate(
