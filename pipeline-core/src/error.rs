@@ -207,6 +207,20 @@ pub enum Error {
         /// How to fix it.
         help: Option<String>,
     },
+    /// A library the engine calls failed (delta-rs, librdkafka, Parquet,
+    /// the operating system, a user's foreach-batch function): what the
+    /// engine was doing, then the library's own message. The library's
+    /// error is kept as the [`source`](std::error::Error::source).
+    #[error("{context}: {source}{}", help.as_ref().map(|h| format!("\n  help: {h}")).unwrap_or_default())]
+    External {
+        /// What the engine was doing, and where (flow, sink, file).
+        context: String,
+        /// How to fix it.
+        help: Option<String>,
+        /// The library's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A checkpoint or log file is missing, corrupt or unwritable.
     #[error("checkpoint file {}: {message}", path.display())]
     Checkpoint {
@@ -246,6 +260,31 @@ impl Error {
         }
     }
 
+    /// A library's error `source`, with what the engine was doing.
+    pub fn external(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::External {
+            context: context.into(),
+            help: None,
+            source: source.into(),
+        }
+    }
+
+    /// A library's error `source`, with what the engine was doing and a fix.
+    pub fn external_with_help(
+        context: impl Into<String>,
+        help: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::External {
+            context: context.into(),
+            help: Some(help.into()),
+            source: source.into(),
+        }
+    }
+
     /// A checkpoint error naming the file.
     pub fn checkpoint(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Checkpoint {
@@ -260,5 +299,30 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_external_error_keeps_its_cause_and_reads_as_before() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = Error::external_with_help(
+            "flow `f`: cannot read parquet file a.parquet",
+            "replace it",
+            io,
+        );
+        assert_eq!(
+            e.to_string(),
+            "flow `f`: cannot read parquet file a.parquet: no such file\n  help: replace it"
+        );
+        let cause = std::error::Error::source(&e).unwrap();
+        assert_eq!(
+            cause.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+            Some(std::io::ErrorKind::NotFound)
+        );
+        assert_eq!(Error::external("doing", "why").to_string(), "doing: why");
     }
 }

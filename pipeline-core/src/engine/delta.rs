@@ -84,7 +84,7 @@ pub fn open_table(path: &Path) -> Result<DeltaTable> {
 
 /// A delta-rs error as ours, naming the table.
 pub fn delta_error(path: &Path, what: &str, e: deltalake::DeltaTableError) -> Error {
-    Error::runtime(format!("{what} at {}: {e}", path.display()))
+    Error::external(format!("{what} at {}", path.display()), e)
 }
 
 /// True for the errors a concurrent commit causes, after which the write is

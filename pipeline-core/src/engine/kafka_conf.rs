@@ -126,10 +126,11 @@ pub fn describe_error(e: &rdkafka::error::KafkaError) -> String {
 /// The error for a client that could not be created (usually an unknown or
 /// invalid `kafka.*` property), naming the property when librdkafka does.
 pub fn creation_error(what: &str, e: rdkafka::error::KafkaError) -> Error {
-    Error::runtime_with_help(
-        format!("{what}: could not create the Kafka client: {e}"),
+    Error::external_with_help(
+        format!("{what}: could not create the Kafka client"),
         "check the `kafka.*` options: each is passed to librdkafka without the `kafka.` prefix \
          (see librdkafka's CONFIGURATION.md for the property names)",
+        e,
     )
 }
 

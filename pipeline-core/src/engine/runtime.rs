@@ -143,7 +143,7 @@ pub fn run(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::runtime(format!("could not start the runtime: {e}")))?;
+        .map_err(|e| Error::external("could not start the runtime", e))?;
     rt.block_on(run_async(graph, opts))
 }
 

@@ -220,6 +220,16 @@ fn socket_connection_errors_name_host_and_port() {
         )),
         "{err}"
     );
+    // The operating system's error is kept as the cause, not only as text.
+    let err = open_source(&spec, spec.schema.clone().unwrap(), ctx(tmp.path()))
+        .err()
+        .unwrap();
+    let cause = std::error::Error::source(&err).expect("the connection error is the source");
+    assert_eq!(
+        cause.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+        Some(std::io::ErrorKind::ConnectionRefused)
+    );
+    assert_eq!(err.to_string(), format!("flow `f`: cannot connect to socket source 127.0.0.1:{port}: {cause}\n  help: start the server first (e.g. `nc -lk {port}`) or fix `host`/`port`"));
 }
 
 fn memory_spec(name: &str, schema: &str) -> SourceSpec {

@@ -441,14 +441,15 @@ impl Sink for DeltaSink {
                     std::thread::sleep(Duration::from_millis(10 * u64::from(attempt)));
                 }
                 Err(e) => {
-                    return Err(Error::runtime_with_help(
+                    return Err(Error::external_with_help(
                         format!(
-                            "sink `{}`: writing batch {batch_id} of flow `{}` to the Delta table at {} failed: {e}",
+                            "sink `{}`: writing batch {batch_id} of flow `{}` to the Delta table at {} failed",
                             self.name,
                             self.flow,
                             self.path.display()
                         ),
                         "check the table is not being rewritten by another job; the batch is retried on the next run",
+                        e,
                     ))
                 }
             }

@@ -296,13 +296,14 @@ impl KafkaSink {
                     self.producer.poll(Duration::from_millis(10));
                 }
                 Err((e, r)) => {
-                    return Err(Error::runtime_with_help(
+                    return Err(Error::external_with_help(
                         format!(
-                            "{}: batch {batch_id}: could not send a message to topic `{}`: {e}",
+                            "{}: batch {batch_id}: could not send a message to topic `{}`",
                             self.what(),
                             r.topic
                         ),
                         "check the topic name and the `kafka.*` options; the batch is not committed and is replayed on the next run",
+                        e,
                     ))
                 }
             }

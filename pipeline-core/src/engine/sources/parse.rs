@@ -313,13 +313,14 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
                     );
                     Ok(Decoded::default())
                 }
-                Err(e) => Err(Error::runtime_with_help(
+                Err(e) => Err(Error::external_with_help(
                     format!(
-                        "flow `{}`: cannot read parquet file {}: {e}",
+                        "flow `{}`: cannot read parquet file {}",
                         cfg.flow,
                         display_path(&cfg.base_dir, &f.path)
                     ),
                     "replace or remove the file, or set ignoreCorruptFiles to true",
+                    e,
                 )),
             }
         }

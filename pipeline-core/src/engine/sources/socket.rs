@@ -78,12 +78,13 @@ impl SocketSource {
         })?;
         let addr = format!("{host}:{port}");
         let connect_err = |e: std::io::Error| {
-            Error::runtime_with_help(
+            Error::external_with_help(
                 format!(
-                    "flow `{}`: cannot connect to socket source {addr}: {e}",
+                    "flow `{}`: cannot connect to socket source {addr}",
                     ctx.flow
                 ),
                 format!("start the server first (e.g. `nc -lk {port}`) or fix `host`/`port`"),
+                e,
             )
         };
         let addrs: Vec<_> = addr.to_socket_addrs().map_err(connect_err)?.collect();

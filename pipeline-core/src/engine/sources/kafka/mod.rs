@@ -332,9 +332,10 @@ impl KafkaSource {
     }
 
     fn broker_error(&self, doing: &str, e: &KafkaError) -> Error {
-        Error::runtime_with_help(
-            format!("{}: {doing}: {e}", self.what),
+        Error::external_with_help(
+            format!("{}: {doing}", self.what),
             "check that the brokers in `kafka.bootstrap.servers` are reachable; the batch is retried from the checkpoint on the next run",
+            e.clone(),
         )
     }
 
