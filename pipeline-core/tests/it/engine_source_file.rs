@@ -840,3 +840,78 @@ fn a_timestamp_pattern_option_is_refused_not_misread() {
         other => panic!("unexpected error {other}"),
     }
 }
+
+/// Rewrites the footer of the Parquet file at `path` so that column `leaf`
+/// of every row group claims to start at byte -7 (the data pages stay).
+fn damage_footer(path: &Path, leaf: usize) {
+    use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, ParquetMetaDataWriter};
+    let bytes = fs::read(path).unwrap();
+    let meta = ParquetMetaDataReader::new()
+        .parse_and_finish(&fs::File::open(path).unwrap())
+        .unwrap();
+    let n = bytes.len();
+    let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    let mut out = bytes[..n - 8 - footer].to_vec();
+    let row_groups = meta
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            let mut columns = rg.columns().to_vec();
+            columns[leaf] = columns[leaf]
+                .clone()
+                .into_builder()
+                .set_dictionary_page_offset(None)
+                .set_data_page_offset(-7)
+                .build()
+                .unwrap();
+            rg.clone()
+                .into_builder()
+                .set_column_metadata(columns)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let damaged = ParquetMetaData::new(meta.file_metadata().clone(), row_groups);
+    ParquetMetaDataWriter::new(&mut out, &damaged)
+        .finish()
+        .unwrap();
+    fs::write(path, out).unwrap();
+}
+
+#[test]
+fn a_damaged_parquet_footer_is_an_error_naming_the_file_or_skipped() {
+    let e = env();
+    let path = e.base.join("data/logs/p1.parquet");
+    write_parquet(&path, &file_batch(&[1, 2, 3, 4]));
+    damage_footer(&path, 0);
+    let s = spec("parquet", "data/logs", Some("a INT, b STRING"), &[]);
+    let mut src = e.open(&s);
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let err = src.read(None, &end).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        "flow `f`: cannot read parquet file data/logs/p1.parquet: Parquet error: the footer is damaged: column chunk 0 of row group 0 has offset -7 and size 42; neither may be negative\n  help: replace or remove the file, or set ignoreCorruptFiles to true"
+    );
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the Parquet error is kept as the cause"
+    );
+    // The same read again (a restart replays the batch): the same error, no crash.
+    let mut again = e.open(&s);
+    assert_eq!(again.read(None, &end).unwrap_err().to_string(), text);
+    // Skipped with ignoreCorruptFiles.
+    let e2 = env();
+    let path = e2.base.join("data/logs/p1.parquet");
+    write_parquet(&path, &file_batch(&[1, 2, 3, 4]));
+    damage_footer(&path, 0);
+    let s = spec(
+        "parquet",
+        "data/logs",
+        Some("a INT, b STRING"),
+        &[("ignoreCorruptFiles", "true")],
+    );
+    let mut src = e2.open(&s);
+    let end = src.latest_offset(None).unwrap().unwrap();
+    assert_eq!(src.read(None, &end).unwrap().num_rows(), 0);
+}

@@ -425,11 +425,14 @@ pub(crate) fn infer_file_schema(
     };
     let f = std::fs::File::open(&file).map_err(|e| fail(e.to_string()))?;
     match format {
-        FileFormat::Parquet => {
-            let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(b.schema().clone())
-        }
+        FileFormat::Parquet => crate::engine::sources::without_panics(|| {
+            Ok(
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)?
+                    .schema()
+                    .clone(),
+            )
+        })
+        .map_err(|e| fail(e.to_string())),
         FileFormat::Json => {
             let mut r = std::io::BufReader::new(f);
             let (schema, _) =

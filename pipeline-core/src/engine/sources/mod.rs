@@ -125,6 +125,24 @@ pub fn open_table_reader(
 
 pub use crate::options::Options;
 
+/// Runs a third-party decoder (Parquet, Arrow IPC) over one file: a panic
+/// inside it — a damaged file it does not validate — becomes an error
+/// saying so, instead of taking the process down (and, as the file is in
+/// the batch's log, taking it down again on every restart).
+pub(crate) fn without_panics<T>(decode: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            Err(Error::runtime(format!("the decoder failed on it: {what}")))
+        }
+    }
+}
+
 /// Writes `contents` to `path` atomically (temporary file in the same
 /// directory, fsync, rename). Creates the parent directory.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
@@ -176,4 +194,24 @@ pub(crate) fn manifest_files(dir: &Path) -> Result<Option<Vec<ManifestFile>>> {
             })
             .collect()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoder_panic_becomes_an_error() {
+        let e =
+            without_panics::<()>(|| panic!("index out of bounds: the len is 3 but the index is 7"))
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the decoder failed on it: index out of bounds: the len is 3 but the index is 7"
+        );
+        let n = 7;
+        let e = without_panics::<()>(|| panic!("offset {n}")).unwrap_err();
+        assert_eq!(e.to_string(), "the decoder failed on it: offset 7");
+        assert_eq!(without_panics(|| Ok(5)).unwrap(), 5);
+    }
 }

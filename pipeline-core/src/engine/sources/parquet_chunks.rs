@@ -28,13 +28,16 @@ pub(crate) struct ChunkPlan {
 
 impl ChunkPlan {
     /// The column chunks of `row_groups` (every row group: `None`) whose
-    /// root column is one of `roots`, in a file of `file_len` bytes.
+    /// root column is one of `roots`, in a file of `file_len` bytes. A
+    /// chunk whose footer entry places it at a negative offset, with a
+    /// negative size, or past the end of the file is an error naming it
+    /// (the footer is damaged), not a panic.
     pub(crate) fn new(
         metadata: &ParquetMetaData,
         roots: &[usize],
         row_groups: Option<&[usize]>,
         file_len: u64,
-    ) -> ChunkPlan {
+    ) -> Result<ChunkPlan, ParquetError> {
         let schema = metadata.file_metadata().schema_descr();
         let all: Vec<usize> = (0..metadata.num_row_groups()).collect();
         let mut chunks: Vec<(u64, u64)> = Vec::new();
@@ -44,8 +47,7 @@ impl ChunkPlan {
             };
             for (leaf, column) in group.columns().iter().enumerate() {
                 if roots.contains(&schema.get_column_root_idx(leaf)) {
-                    let (start, len) = column.byte_range();
-                    chunks.push((start, start.saturating_add(len).min(file_len)));
+                    chunks.push(chunk_range(column, rg, leaf, file_len)?);
                 }
             }
         }
@@ -57,7 +59,7 @@ impl ChunkPlan {
                 _ => ranges.push((start, end)),
             }
         }
-        ChunkPlan { ranges, file_len }
+        Ok(ChunkPlan { ranges, file_len })
     }
 
     /// How many bytes the read takes.
@@ -90,6 +92,39 @@ impl ChunkPlan {
             len: self.file_len,
         })
     }
+}
+
+/// The bytes `[start, end)` of one column chunk, checked against the file:
+/// what the parquet crate's `byte_range` computes, without its assertion.
+fn chunk_range(
+    column: &parquet::file::metadata::ColumnChunkMetaData,
+    row_group: usize,
+    leaf: usize,
+    file_len: u64,
+) -> Result<(u64, u64), ParquetError> {
+    let start = column
+        .dictionary_page_offset()
+        .unwrap_or_else(|| column.data_page_offset());
+    let len = column.compressed_size();
+    let damaged = |what: String| {
+        ParquetError::General(format!(
+            "the footer is damaged: column chunk {leaf} of row group {row_group} {what}"
+        ))
+    };
+    if start < 0 || len < 0 {
+        return Err(damaged(format!(
+            "has offset {start} and size {len}; neither may be negative"
+        )));
+    }
+    let (start, len) = (start as u64, len as u64);
+    if start > file_len {
+        return Err(damaged(format!(
+            "starts at byte {start}, past the end of the file ({file_len} bytes)"
+        )));
+    }
+    // A size running past the end is cut there: reading stops at the end,
+    // and the decoder reports what is missing.
+    Ok((start, start.saturating_add(len).min(file_len)))
 }
 
 /// The column chunks read from a Parquet file, readable as the file itself
@@ -215,7 +250,7 @@ mod tests {
             (vec![0, 2], Some(vec![1usize])),
             (vec![0, 1, 2], None),
         ] {
-            let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), len);
+            let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), len).unwrap();
             assert!(plan.bytes() <= len);
             let chunks = plan.read(&file).unwrap();
             let sparse = decode(
@@ -240,12 +275,12 @@ mod tests {
             (start, start + len)
         };
         assert!(chunk(0, 1).1 - chunk(0, 1).0 > MERGE_GAP);
-        let one = ChunkPlan::new(meta.metadata(), &[2], None, len);
+        let one = ChunkPlan::new(meta.metadata(), &[2], None, len).unwrap();
         assert_eq!(one.ranges, vec![chunk(0, 2), chunk(1, 2), chunk(2, 2)]);
         // a and c of row group 1: two ranges; a and b are adjacent: one.
-        let two = ChunkPlan::new(meta.metadata(), &[0, 2], Some(&[1]), len);
+        let two = ChunkPlan::new(meta.metadata(), &[0, 2], Some(&[1]), len).unwrap();
         assert_eq!(two.ranges, vec![chunk(1, 0), chunk(1, 2)]);
-        let ab = ChunkPlan::new(meta.metadata(), &[0, 1], Some(&[1]), len);
+        let ab = ChunkPlan::new(meta.metadata(), &[0, 1], Some(&[1]), len).unwrap();
         assert_eq!(ab.ranges, vec![(chunk(1, 0).0, chunk(1, 1).1)]);
     }
 
@@ -291,5 +326,56 @@ mod tests {
             e,
             "the file ended at byte 10 inside a column chunk (bytes 4..20)"
         );
+    }
+
+    /// The footer entry of column `leaf` in row group 0 with another
+    /// offset and size.
+    fn with_chunk(meta: &ParquetMetaData, leaf: usize, offset: i64, size: i64) -> ParquetMetaData {
+        let rg = meta.row_group(0);
+        let mut columns = rg.columns().to_vec();
+        columns[leaf] = columns[leaf]
+            .clone()
+            .into_builder()
+            .set_dictionary_page_offset(None)
+            .set_data_page_offset(offset)
+            .set_total_compressed_size(size)
+            .build()
+            .unwrap();
+        let rg = rg
+            .clone()
+            .into_builder()
+            .set_column_metadata(columns)
+            .build()
+            .unwrap();
+        ParquetMetaData::new(meta.file_metadata().clone(), vec![rg])
+    }
+
+    #[test]
+    fn a_damaged_footer_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_file(dir.path());
+        let file = File::open(&path).unwrap();
+        let len = file.metadata().unwrap().len();
+        let meta = ArrowReaderMetadata::load(&file, Default::default()).unwrap();
+        let meta = meta.metadata();
+        let negative = with_chunk(meta, 2, -7, 100);
+        assert_eq!(
+            ChunkPlan::new(&negative, &[2], Some(&[0]), len).unwrap_err().to_string(),
+            "Parquet error: the footer is damaged: column chunk 2 of row group 0 has offset -7 and size 100; neither may be negative"
+        );
+        let past_end = with_chunk(meta, 2, len as i64 + 10, 5);
+        assert_eq!(
+            ChunkPlan::new(&past_end, &[2], Some(&[0]), len).unwrap_err().to_string(),
+            format!("Parquet error: the footer is damaged: column chunk 2 of row group 0 starts at byte {}, past the end of the file ({len} bytes)", len + 10)
+        );
+        let huge = with_chunk(meta, 2, 4, i64::MAX);
+        assert_eq!(
+            ChunkPlan::new(&huge, &[2], Some(&[0]), len)
+                .unwrap()
+                .bytes(),
+            len - 4
+        );
+        // Columns the query does not read are not checked.
+        assert!(ChunkPlan::new(&negative, &[0], Some(&[0]), len).is_ok());
     }
 }

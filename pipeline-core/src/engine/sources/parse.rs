@@ -242,8 +242,14 @@ fn plan_tasks(cfg: &ParseConfig, files: &[FileToRead], threads: usize) -> Result
                 let groups = if threads > 1 && files.len() < threads {
                     File::open(&f.path)
                         .ok()
-                        .and_then(|file| ParquetRecordBatchReaderBuilder::try_new(file).ok())
-                        .map(|b| b.metadata().num_row_groups())
+                        .and_then(|file| {
+                            super::without_panics(|| {
+                                Ok(ParquetRecordBatchReaderBuilder::try_new(file)?
+                                    .metadata()
+                                    .num_row_groups())
+                            })
+                            .ok()
+                        })
                         .unwrap_or(1)
                 } else {
                     1
@@ -300,7 +306,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
         }
         Task::Parquet { file, row_groups } => {
             let f = &files[*file];
-            match parquet_read(cfg, &f.path, row_groups.clone()) {
+            match super::without_panics(|| parquet_read(cfg, &f.path, row_groups.clone())) {
                 Ok(batches) => Ok(Decoded {
                     batches,
                     dropped: 0,
@@ -969,7 +975,7 @@ fn parquet_read(
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
     let (mapping, roots) = parquet_projection(cfg, meta.schema());
     let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
-    let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size);
+    let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size)?;
     let read = ParquetRead {
         cfg,
         path,
