@@ -394,3 +394,43 @@ fn available_now_progress_shows_the_backlog() {
         .collect();
     assert_eq!(backlog, ["2 files left", "1 file left", "0 files left"]);
 }
+
+#[test]
+fn an_offsets_file_missing_a_source_is_refused_not_restarted_from_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(&dir.join("a"), "1.json", &[r#"{"id":1}"#]);
+    write(&dir.join("b"), "1.json", &[r#"{"id":2}"#]);
+    let p = dp::Pipeline::new()
+        .append_flow("both", "ids", |s| {
+            let a = s.read_stream().format("json").schema("id BIGINT").load("a")?;
+            let b = s.read_stream().format("json").schema("id BIGINT").load("b")?;
+            a.union(&b)
+        })
+        .create_streaming_table(
+            "ids",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    assert_eq!(run_pipeline(&p, dir).flows[0].input_rows, 2);
+    // Drop the second source's line from the committed batch's offsets.
+    let offsets = dir.join("storage/checkpoints/both/offsets/0");
+    let text = std::fs::read_to_string(&offsets).unwrap();
+    let kept: Vec<&str> = text.lines().take(3).collect();
+    std::fs::write(&offsets, kept.join("\n") + "\n").unwrap();
+    let graph = p.build(&spec(dir)).unwrap();
+    let err = run(&graph, &RunOptions::new(dir, dir.join("storage")))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "checkpoint file {}: holds the offsets of 1 source, but the query reads 2 streaming sources; restore the file from a backup, or reset the flow with `--full-refresh`",
+            offsets.display()
+        )
+    );
+    // Nothing was read again.
+    assert_eq!(table_column(&dir.join("storage/tables/ids"), "id"), ["1", "2"]);
+}

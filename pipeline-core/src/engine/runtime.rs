@@ -690,7 +690,8 @@ impl StreamingQuery {
     fn recover_positions(&mut self) -> Result<()> {
         if let Some((n, commit)) = self.checkpoint.latest_commit()? {
             let entry = self.checkpoint.offsets(n)?;
-            self.committed = normalize_slots(entry.sources, self.committed.len());
+            self.committed =
+                source_offsets(&self.checkpoint, n, entry.sources, self.committed.len())?;
             self.next_batch = n + 1;
             self.tracker = WatermarkTracker::new(self.policy(), commit.next_batch_watermark_ms);
             self.last_batch_watermark_ms = entry.batch_watermark_ms;
@@ -713,7 +714,8 @@ impl StreamingQuery {
                         ),
                     ));
                 }
-                let ends = normalize_slots(entry.sources.clone(), self.committed.len());
+                let ends =
+                    source_offsets(&self.checkpoint, n, entry.sources.clone(), self.committed.len())?;
                 self.tracker = WatermarkTracker::new(self.policy(), entry.batch_watermark_ms);
                 self.run_batch(n, ends, true, Instant::now(), 0.0).await?;
             }
@@ -1039,9 +1041,28 @@ fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
     Ok(out)
 }
 
-fn normalize_slots(mut v: Vec<Option<Offset>>, n: usize) -> Vec<Option<Offset>> {
-    v.resize(n, None);
-    v
+/// The offsets of `offsets/<batch>`, one per streaming source of the query.
+/// A file holding another number of sources is refused, as in Spark: a
+/// missing source would otherwise silently start again from its beginning.
+fn source_offsets(
+    checkpoint: &Checkpoint,
+    batch: u64,
+    sources: Vec<Option<Offset>>,
+    expected: usize,
+) -> Result<Vec<Option<Offset>>> {
+    if sources.len() == expected {
+        return Ok(sources);
+    }
+    Err(Error::checkpoint(
+        checkpoint.dir().join("offsets").join(batch.to_string()),
+        format!(
+            "holds the offsets of {} source{}, but the query reads {expected} streaming source{}; \
+             restore the file from a backup, or reset the flow with `--full-refresh`",
+            sources.len(),
+            if sources.len() == 1 { "" } else { "s" },
+            if expected == 1 { "" } else { "s" },
+        ),
+    ))
 }
 
 fn ms(d: Duration) -> f64 {
