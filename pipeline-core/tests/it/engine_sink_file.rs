@@ -761,3 +761,15 @@ fn batches_differing_in_nullability_share_one_file() {
     let files = committed_files(&dir).unwrap().unwrap();
     assert_eq!(all_ids(&files), vec![1, 2]);
 }
+
+#[test]
+fn the_manifest_exists_from_open_so_readers_never_see_uncommitted_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let _sink = FileSink::open(&ctx("parquet", &dir, &[], QID)).unwrap();
+    assert!(dir.join("_spark_metadata").is_dir());
+    // A file in the directory before any commit (a writer mid-batch) is
+    // not part of the table.
+    fs::write(dir.join("part-00000-uncommitted.parquet"), b"PAR1").unwrap();
+    assert_eq!(committed_files(&dir).unwrap().map(|f| f.len()), Some(0));
+}

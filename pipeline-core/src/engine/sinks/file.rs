@@ -153,7 +153,11 @@ impl FileSink {
                 "partition by fewer columns",
             ));
         }
+        // The manifest exists from the start, as in Spark: a reader listing
+        // the directory before the first commit knows it is a sink's table
+        // (and reads no uncommitted file), not a plain directory.
         let meta = dir.join(METADATA_DIR);
+        fs::create_dir_all(&meta).map_err(|e| Error::io(&meta, e))?;
         let committed = manifest::committed_batches(&meta, &ctx.query_id)?;
         Ok(FileSink {
             name: ctx.name.clone(),
