@@ -915,3 +915,21 @@ fn a_damaged_parquet_footer_is_an_error_naming_the_file_or_skipped() {
     let end = src.latest_offset(None).unwrap().unwrap();
     assert_eq!(src.read(None, &end).unwrap().num_rows(), 0);
 }
+
+#[test]
+fn integers_of_19_and_more_digits_are_read_exactly_or_are_bad_records() {
+    let e = env();
+    e.write(
+        "data/logs/big.json",
+        "{\"id\":123456789012345678901,\"msg\":\"21 digits\"}\n{\"id\":1234567890123456789,\"msg\":\"19 digits\"}\n{\"id\":-9223372036854775808,\"msg\":\"min\"}\n{\"id\":7,\"msg\":\"small\"}\n",
+        1,
+    );
+    let mut src = e.open(&json_spec(&[("mode", "DROPMALFORMED")]));
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let r = src.read(None, &end).unwrap();
+    assert_eq!(
+        ids(&r.batches),
+        vec![Some(1234567890123456789), Some(i64::MIN), Some(7)]
+    );
+    assert_eq!(r.malformed_dropped, 1);
+}

@@ -631,7 +631,9 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let mut v: i64 = 0;
         while let Some(d) = self.peek().filter(u8::is_ascii_digit) {
-            v = v * 10 + (d - b'0') as i64;
+            // Wrapping: a value of more than 18 digits is refused below (and
+            // read by the general decoder), so its wrapped value is unused.
+            v = v.wrapping_mul(10).wrapping_add((d - b'0') as i64);
             self.pos += 1;
         }
         let digits = self.pos - start;
