@@ -650,8 +650,11 @@ pub(crate) fn uri_to_path(uri: &str) -> PathBuf {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(v) = u8::from_str_radix(&rest[i + 1..i + 3], 16) {
-                out.push(v);
+            // Hex digits by byte: a `%` before a multi-byte character is
+            // kept as it is (slicing the text there would panic).
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((high * 16 + low) as u8);
                 i += 3;
                 continue;
             }
@@ -855,5 +858,24 @@ impl Source for FileSource {
             bytes,
             malformed_dropped: decoded.dropped,
         })
+    }
+}
+
+#[cfg(test)]
+mod uri_tests {
+    use super::uri_to_path;
+    use std::path::PathBuf;
+
+    #[test]
+    fn file_uris_decode_percent_escapes_and_keep_anything_else() {
+        assert_eq!(uri_to_path("file:///data/a%20b.json"), PathBuf::from("/data/a b.json"));
+        assert_eq!(uri_to_path("file:/data/%C3%A9.json"), PathBuf::from("/data/é.json"));
+        // A hand-edited entry: `%` before a multi-byte character, a short
+        // or non-hex escape, a `%` at the end.
+        assert_eq!(uri_to_path("file:///data/%é1.json"), PathBuf::from("/data/%é1.json"));
+        assert_eq!(uri_to_path("file:///data/%1é.json"), PathBuf::from("/data/%1é.json"));
+        assert_eq!(uri_to_path("file:///data/%zz%4"), PathBuf::from("/data/%zz%4"));
+        assert_eq!(uri_to_path("file:///data/x%"), PathBuf::from("/data/x%"));
+        assert_eq!(uri_to_path("/plain/path"), PathBuf::from("/plain/path"));
     }
 }
