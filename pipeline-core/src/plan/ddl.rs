@@ -176,7 +176,13 @@ struct DdlParser<'a> {
     text: &'a str,
     chars: Vec<(usize, char)>,
     pos: usize,
+    /// How many ARRAY / MAP / STRUCT types enclose the cursor.
+    depth: usize,
 }
+
+/// The deepest nesting of ARRAY, MAP and STRUCT types a schema may have
+/// (deeper text would exhaust the stack of the recursive parser).
+const MAX_TYPE_DEPTH: usize = 64;
 
 impl<'a> DdlParser<'a> {
     fn new(text: &'a str) -> Self {
@@ -184,6 +190,7 @@ impl<'a> DdlParser<'a> {
             text,
             chars: text.char_indices().collect(),
             pos: 0,
+            depth: 0,
         }
     }
 
@@ -404,6 +411,18 @@ impl<'a> DdlParser<'a> {
     }
 
     fn data_type(&mut self, column: &str) -> Result<DataType, PlanError> {
+        if self.depth >= MAX_TYPE_DEPTH {
+            return Err(self.err(format!(
+                "the type of column `{column}` nests more than {MAX_TYPE_DEPTH} ARRAY, MAP or STRUCT levels"
+            )));
+        }
+        self.depth += 1;
+        let t = self.data_type_here(column);
+        self.depth -= 1;
+        t
+    }
+
+    fn data_type_here(&mut self, column: &str) -> Result<DataType, PlanError> {
         let Some(word) = self.word() else {
             let next = self.describe_next();
             return Err(self.err(format!(

@@ -156,3 +156,16 @@ fn errors_name_column_type_and_position() {
         "invalid schema \"a INT,\": expected a column name, found the end"
     );
 }
+
+#[test]
+fn deeply_nested_types_are_an_error_not_a_stack_overflow() {
+    let nested = |n: usize| format!("a {}INT{}", "ARRAY<".repeat(n), ">".repeat(n));
+    assert!(parse_ddl(&nested(60)).is_ok());
+    let e = parse_ddl(&nested(100_000)).unwrap_err();
+    assert!(
+        e.message
+            .ends_with("the type of column `a` nests more than 64 ARRAY, MAP or STRUCT levels"),
+        "{}",
+        &e.message[e.message.len().saturating_sub(200)..]
+    );
+}
