@@ -403,8 +403,16 @@ fn an_offsets_file_missing_a_source_is_refused_not_restarted_from_scratch() {
     write(&dir.join("b"), "1.json", &[r#"{"id":2}"#]);
     let p = dp::Pipeline::new()
         .append_flow("both", "ids", |s| {
-            let a = s.read_stream().format("json").schema("id BIGINT").load("a")?;
-            let b = s.read_stream().format("json").schema("id BIGINT").load("b")?;
+            let a = s
+                .read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("a")?;
+            let b = s
+                .read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("b")?;
             a.union(&b)
         })
         .create_streaming_table(
@@ -432,5 +440,50 @@ fn an_offsets_file_missing_a_source_is_refused_not_restarted_from_scratch() {
         )
     );
     // Nothing was read again.
-    assert_eq!(table_column(&dir.join("storage/tables/ids"), "id"), ["1", "2"]);
+    assert_eq!(
+        table_column(&dir.join("storage/tables/ids"), "id"),
+        ["1", "2"]
+    );
+}
+
+#[test]
+fn a_source_that_cannot_be_replayed_is_reported_when_the_flow_starts() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.write_all(b"hello\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    });
+    let p = dp::Pipeline::new()
+        .append_flow("lines", "lines_out", move |s| {
+            s.read_stream()
+                .format("socket")
+                .option("host", "127.0.0.1")
+                .option("port", port)
+                .load_default()
+        })
+        .create_sink("lines_out", "memory", [("queryName", "socket_lines_out")]);
+    run_pipeline(&p, dir);
+    server.join().unwrap();
+    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let warnings: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "source_not_replayable")
+        .map(|v| {
+            format!(
+                "{}: {}",
+                v["flow"].as_str().unwrap(),
+                v["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [format!("lines: socket source 127.0.0.1:{port} cannot be replayed: if a batch fails after reading it, that batch's rows are lost (use it for tests and demos)")]
+    );
 }

@@ -548,6 +548,36 @@ fn open_leaves(
     Ok((leaves, shapes, slot))
 }
 
+/// Says, on the terminal and in the event log, which of the flow's sources
+/// cannot be read again (the socket source): a batch that fails after
+/// reading them loses its rows.
+fn warn_not_replayable(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    leaves: &[LeafInput],
+    reporter: &ProgressReporter,
+) -> Result<()> {
+    for leaf in leaves {
+        if let LeafInput::Streaming { source, .. } = leaf {
+            if !source.replayable() {
+                let message = format!(
+                    "{} cannot be replayed: if a batch fails after reading it, that batch's rows are lost (use it for tests and demos)",
+                    source.describe()
+                );
+                tracing::warn!(flow = %flow.def.name, "{message}");
+                eprintln!("warning: flow `{}`: {message}", flow.def.name);
+                reporter.event(
+                    &graph.name,
+                    &flow.def.name,
+                    "source_not_replayable",
+                    &message,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Compares the query's shape with the checkpoint's (writing it the first
 /// time): a changed query on an old checkpoint is refused with the diff and
 /// the `--full-refresh` hint.
@@ -644,6 +674,7 @@ impl StreamingQuery {
         })?;
         let checkpoint = prepare_checkpoint(graph, flow, target, opts, &reporter)?;
         let (mut leaves, shapes, slot) = open_leaves(graph, flow, &compiled, &checkpoint, opts)?;
+        warn_not_replayable(graph, flow, &leaves, &reporter)?;
         check_shape(flow, &compiled, &checkpoint, shapes)?;
         // The sink.
         let sink_ctx = sink_context(graph, flow, target, opts, checkpoint.query_id())?;
@@ -714,8 +745,12 @@ impl StreamingQuery {
                         ),
                     ));
                 }
-                let ends =
-                    source_offsets(&self.checkpoint, n, entry.sources.clone(), self.committed.len())?;
+                let ends = source_offsets(
+                    &self.checkpoint,
+                    n,
+                    entry.sources.clone(),
+                    self.committed.len(),
+                )?;
                 self.tracker = WatermarkTracker::new(self.policy(), entry.batch_watermark_ms);
                 self.run_batch(n, ends, true, Instant::now(), 0.0).await?;
             }

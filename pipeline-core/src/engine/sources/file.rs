@@ -868,13 +868,28 @@ mod uri_tests {
 
     #[test]
     fn file_uris_decode_percent_escapes_and_keep_anything_else() {
-        assert_eq!(uri_to_path("file:///data/a%20b.json"), PathBuf::from("/data/a b.json"));
-        assert_eq!(uri_to_path("file:/data/%C3%A9.json"), PathBuf::from("/data/é.json"));
+        assert_eq!(
+            uri_to_path("file:///data/a%20b.json"),
+            PathBuf::from("/data/a b.json")
+        );
+        assert_eq!(
+            uri_to_path("file:/data/%C3%A9.json"),
+            PathBuf::from("/data/é.json")
+        );
         // A hand-edited entry: `%` before a multi-byte character, a short
         // or non-hex escape, a `%` at the end.
-        assert_eq!(uri_to_path("file:///data/%é1.json"), PathBuf::from("/data/%é1.json"));
-        assert_eq!(uri_to_path("file:///data/%1é.json"), PathBuf::from("/data/%1é.json"));
-        assert_eq!(uri_to_path("file:///data/%zz%4"), PathBuf::from("/data/%zz%4"));
+        assert_eq!(
+            uri_to_path("file:///data/%é1.json"),
+            PathBuf::from("/data/%é1.json")
+        );
+        assert_eq!(
+            uri_to_path("file:///data/%1é.json"),
+            PathBuf::from("/data/%1é.json")
+        );
+        assert_eq!(
+            uri_to_path("file:///data/%zz%4"),
+            PathBuf::from("/data/%zz%4")
+        );
         assert_eq!(uri_to_path("file:///data/x%"), PathBuf::from("/data/x%"));
         assert_eq!(uri_to_path("/plain/path"), PathBuf::from("/plain/path"));
     }

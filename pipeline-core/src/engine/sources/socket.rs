@@ -3,7 +3,7 @@
 //! **Not fault tolerant** (like Spark's, it is meant for testing): lines
 //! live only in this process's memory, so after a restart the lines of an
 //! uncommitted batch cannot be read again, and [`Source::replayable`] is
-//! false (the runtime warns). Options `host` and `port`; the schema is
+//! false (the runtime warns when the flow starts). Options `host` and `port`; the schema is
 //! `value STRING`.
 //!
 //! A background thread reads lines into a buffer; the offset
