@@ -346,7 +346,7 @@ impl KafkaSource {
         if let Ok(text) = std::fs::read_to_string(&file) {
             let value: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| Error::checkpoint(&file, format!("not valid JSON: {e}")))?;
-            return offsets_from_json(&value)
+            return checkpoint_offsets_from_json(&value)
                 .map_err(|m| Error::checkpoint(&file, format!("not a Kafka offset: {m}")));
         }
         let mut out = PartitionOffsets::new();
@@ -388,7 +388,7 @@ impl KafkaSource {
     fn start_offsets(&mut self, start: Option<&Offset>) -> Result<PartitionOffsets> {
         match start {
             None => self.initial_offsets(),
-            Some(v) => offsets_from_json(v).map_err(|m| {
+            Some(v) => checkpoint_offsets_from_json(v).map_err(|m| {
                 Error::runtime(format!(
                     "{}: the checkpoint's offset `{v}` is not a Kafka offset: {m}",
                     self.what
@@ -542,7 +542,7 @@ impl Source for KafkaSource {
     fn read(&mut self, start: Option<&Offset>, end: &Offset) -> Result<ReadBatch> {
         self.live = None;
         let from = self.start_offsets(start)?;
-        let until = offsets_from_json(end).map_err(|m| {
+        let until = checkpoint_offsets_from_json(end).map_err(|m| {
             Error::runtime(format!(
                 "{}: the checkpoint's offset `{end}` is not a Kafka offset: {m}",
                 self.what
@@ -812,6 +812,12 @@ mod tests {
         let json = offsets_to_json(&o);
         assert_eq!(json.to_string(), r#"{"a":{"0":1,"1":2},"b":{"0":3}}"#);
         assert_eq!(offsets_from_json(&json).unwrap(), o);
+        // In a checkpoint, -2 and -1 (earliest, latest) are refused.
+        assert_eq!(
+            checkpoint_offsets_from_json(&serde_json::json!({"t": {"0": 4, "1": -2}})).unwrap_err(),
+            "topic `t` partition 1: offset -2 is negative; a checkpoint holds positions, 0 or more"
+        );
+        assert_eq!(checkpoint_offsets_from_json(&json).unwrap(), o);
         assert_eq!(
             offsets_from_json(&serde_json::json!({"a": {"x": 1}})).unwrap_err(),
             "topic `a`: `x` is not a partition number"

@@ -40,6 +40,22 @@ pub fn offsets_from_json(
     Ok(out)
 }
 
+/// Offsets read back from the checkpoint: [`offsets_from_json`], where
+/// every offset must be a position (0 or more). The special values -2
+/// (earliest) and -1 (latest) belong to `startingOffsets`; in a checkpoint
+/// they would make librdkafka move to the log's start or end.
+pub(crate) fn checkpoint_offsets_from_json(
+    value: &serde_json::Value,
+) -> std::result::Result<PartitionOffsets, String> {
+    let offsets = offsets_from_json(value)?;
+    if let Some(((topic, p), o)) = offsets.iter().find(|(_, o)| **o < 0) {
+        return Err(format!(
+            "topic `{topic}` partition {p}: offset {o} is negative; a checkpoint holds positions, 0 or more"
+        ));
+    }
+    Ok(offsets)
+}
+
 /// Writes `{"topic": {"0": 42}}`.
 pub fn offsets_to_json(offsets: &PartitionOffsets) -> serde_json::Value {
     let mut topics = serde_json::Map::new();
