@@ -206,6 +206,14 @@ fn unique_names(
 ) -> (BTreeMap<String, DatasetDef>, BTreeMap<String, FlowDef>) {
     let mut datasets: BTreeMap<String, DatasetDef> = BTreeMap::new();
     for d in &decls.datasets {
+        if let Some(problem) = unsafe_name(&d.name) {
+            diags.push(
+                Diagnostic::new(format!("the name `{}` {problem}", d.name))
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help(NAME_HELP),
+            );
+        }
         if let Some(first) = datasets.get(&d.name) {
             diags.push(
                 Diagnostic::new(format!(
@@ -225,6 +233,14 @@ fn unique_names(
     }
     let mut flows: BTreeMap<String, FlowDef> = BTreeMap::new();
     for f in &decls.flows {
+        if let Some(problem) = unsafe_name(&f.name) {
+            diags.push(
+                Diagnostic::new(format!("the name `{}` {problem}", f.name))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(NAME_HELP),
+            );
+        }
         if let Some(first) = flows.get(&f.name) {
             diags.push(
                 Diagnostic::new(format!("flow name `{}` is used twice (first{})", f.name, at(&first.origin)))
@@ -1094,6 +1110,25 @@ fn sink_columns(f: &FlowDef, target: &DatasetDef, schema: &SchemaRef, diags: &mu
                 .origin(f.origin.clone())
                 .help(help),
         );
+    }
+}
+
+/// How to name a dataset or flow.
+const NAME_HELP: &str =
+    "use letters, digits, `_`, `-` and `.`; names are directories under the storage path";
+
+/// Why `name` cannot be a directory under the storage path (tables and
+/// checkpoints live at `<storage>/tables/<name>` and
+/// `<storage>/checkpoints/<flow>`), or `None` when it can.
+fn unsafe_name(name: &str) -> Option<&'static str> {
+    if name == "." || name == ".." {
+        Some("would point outside its directory under the storage path")
+    } else if name.contains(['/', '\\']) {
+        Some("contains a path separator, so its table or checkpoint would not stay under the storage path")
+    } else if name.contains('\0') || name.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else {
+        None
     }
 }
 

@@ -736,3 +736,30 @@ fn unknown_source_options_in_code_and_bad_values_from_the_spec_fail_dry_run() {
         "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
     );
 }
+
+#[test]
+fn names_that_would_leave_the_storage_path_are_refused() {
+    let p = Pipeline::new()
+        .table("../escape", logs)
+        .append_flow("a/b", "../escape", read_logs);
+    let errs: Vec<String> = errors(&p, BASIC_SPEC)
+        .iter()
+        .filter(|d| d.message.starts_with("the name "))
+        .map(|d| format!("{} / {}", d.message, d.help.as_deref().unwrap_or("")))
+        .collect();
+    let help =
+        "use letters, digits, `_`, `-` and `.`; names are directories under the storage path";
+    assert_eq!(
+        errs,
+        [
+            format!("the name `../escape` contains a path separator, so its table or checkpoint would not stay under the storage path / {help}"),
+            format!("the name `../escape` contains a path separator, so its table or checkpoint would not stay under the storage path / {help}"),
+            format!("the name `a/b` contains a path separator, so its table or checkpoint would not stay under the storage path / {help}"),
+        ]
+    );
+    let dots = Pipeline::new().table("..", logs);
+    assert!(errors(&dots, BASIC_SPEC)
+        .iter()
+        .any(|d| d.message
+            == "the name `..` would point outside its directory under the storage path"));
+}
