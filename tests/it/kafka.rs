@@ -895,3 +895,59 @@ fn complete_mode_sends_the_whole_result_every_batch() {
         pairs(&[("buy", "2"), ("click", "2"), ("view", "1")])
     );
 }
+
+#[test]
+fn secret_options_are_not_stored_and_rotating_them_is_not_a_query_change() {
+    let (c, brokers) = cluster();
+    c.create_topic("sec", 1, 1).unwrap();
+    produce(&brokers, "sec", &[Out::kv("a", "1")]);
+    let tmp = tempfile::tempdir().unwrap();
+    let with_password = |password: &str| {
+        memory_copy(
+            &brokers,
+            "sec_out",
+            &[
+                ("subscribe", "sec"),
+                ("startingOffsets", "earliest"),
+                ("kafka.sasl.password", password),
+                ("kafka.client.id", "visible-client-id"),
+            ],
+        )
+    };
+    run_ok(&with_password("hunter2"), tmp.path());
+    let shape =
+        std::fs::read_to_string(tmp.path().join("storage/checkpoints/copy/shape.json")).unwrap();
+    assert!(!shape.contains("hunter2"), "{shape}");
+    assert!(
+        shape.contains("\"kafka.sasl.password\": \"<secret: not stored>\""),
+        "{shape}"
+    );
+    assert!(shape.contains("visible-client-id"), "{shape}");
+    // A new password: the same query, run on from its checkpoint.
+    produce(&brokers, "sec", &[Out::kv("b", "2")]);
+    let second = run_ok(&with_password("hunter3"), tmp.path());
+    assert_eq!(second.flows[0].input_rows, 1);
+    let shape =
+        std::fs::read_to_string(tmp.path().join("storage/checkpoints/copy/shape.json")).unwrap();
+    assert!(!shape.contains("hunter"), "{shape}");
+    // Another option's change is still a query change, and the message
+    // names no secret.
+    let changed = memory_copy(
+        &brokers,
+        "sec_out",
+        &[
+            ("subscribe", "sec"),
+            ("startingOffsets", "earliest"),
+            ("kafka.sasl.password", "hunter4"),
+            ("kafka.client.id", "other-client-id"),
+        ],
+    );
+    let err = try_run(&changed, tmp.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "option `kafka.client.id` of source 1 changed: visible-client-id → other-client-id"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("hunter"), "{err}");
+}

@@ -145,6 +145,39 @@ pub struct SourceShape {
     pub options: BTreeMap<String, String>,
 }
 
+/// What `shape.json` stores instead of a secret option's value.
+pub const SECRET_VALUE: &str = "<secret: not stored>";
+
+/// True for an option whose value is a secret (any case): a key containing
+/// `password`, `secret` or `token`, every `kafka.sasl.*` option and the
+/// `kafka.ssl.*` options holding keys. Their values are never written to the
+/// checkpoint nor printed, and changing one (rotating a password) is not a
+/// change of the query.
+pub fn is_secret_option(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password")
+        || k.contains("secret")
+        || k.contains("token")
+        || k.starts_with("kafka.sasl.")
+        || (k.starts_with("kafka.ssl.") && k.contains("key"))
+}
+
+/// A source's options as its shape stores them: secret values replaced by
+/// [`SECRET_VALUE`].
+pub fn shape_options(options: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    options
+        .iter()
+        .map(|(k, v)| {
+            let v = if is_secret_option(k) {
+                SECRET_VALUE.to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 /// The parts of a query that a checkpoint depends on: when they change, the
 /// checkpoint may no longer fit the query (Spark's "query changes between
 /// restarts").
@@ -402,7 +435,7 @@ pub fn shape_diff(old: &QueryShape, new: &QueryShape) -> Vec<String> {
         }
         let keys: BTreeSet<&String> = o.options.keys().chain(n.options.keys()).collect();
         for k in keys {
-            if ADMISSION_OPTIONS.contains(&k.to_ascii_lowercase().as_str()) {
+            if ADMISSION_OPTIONS.contains(&k.to_ascii_lowercase().as_str()) || is_secret_option(k) {
                 continue;
             }
             match (o.options.get(k), n.options.get(k)) {

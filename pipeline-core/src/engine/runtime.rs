@@ -22,7 +22,7 @@ use arrow::record_batch::RecordBatch;
 use crate::connector::Reset;
 use crate::definition::DatasetType;
 use crate::engine::checkpoint::{
-    shape_diff, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
+    shape_diff, shape_options, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
 };
 use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
 use crate::engine::exec::{BatchContext, CompiledPlan};
@@ -483,7 +483,7 @@ fn open_leaves(
                 shapes.push(SourceShape {
                     description: spec.describe(),
                     format: spec.format.name().to_string(),
-                    options: spec.options.clone(),
+                    options: shape_options(&spec.options),
                 });
                 Box::new(move |state: &Path| {
                     let mut c = ctx.clone();
@@ -512,7 +512,7 @@ fn open_leaves(
                 shapes.push(SourceShape {
                     description: format!("dataset `{ds}`"),
                     format: format.clone(),
-                    options: options.clone(),
+                    options: shape_options(&options),
                 });
                 Box::new(move |state: &Path| {
                     let mut c = ctx.clone();
