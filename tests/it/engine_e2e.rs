@@ -487,3 +487,46 @@ fn a_source_that_cannot_be_replayed_is_reported_when_the_flow_starts() {
         [format!("lines: socket source 127.0.0.1:{port} cannot be replayed: if a batch fails after reading it, that batch's rows are lost (use it for tests and demos)")]
     );
 }
+
+#[test]
+fn a_checkpoint_in_use_by_another_run_is_refused_naming_the_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(&dir.join("in"), "1.json", &[r#"{"id":1}"#]);
+    let p = dp::Pipeline::new()
+        .append_flow("copy", "copy_out", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("in")
+        })
+        .create_sink("copy_out", "memory", [("queryName", "locked_copy_out")]);
+    let graph = p.build(&spec(dir)).unwrap();
+    let checkpoint = dir.join("storage/checkpoints/copy");
+    // Another run holds the flow's checkpoint (and has written to it).
+    let held = dp::engine::checkpoint::lock_checkpoint(&checkpoint).unwrap();
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    std::fs::write(checkpoint.join("offsets-of-the-other-run"), "x").unwrap();
+    let err = run(&graph, &RunOptions::new(dir, dir.join("storage")))
+        .unwrap_err()
+        .to_string();
+    let prefix = format!(
+        "the checkpoint {} is in use by another run (pid {} on ",
+        checkpoint.display(),
+        std::process::id()
+    );
+    assert!(err.starts_with(&prefix), "{err}");
+    assert!(err.ends_with("\n  help: wait for that run to finish or stop it; two runs of one flow would write the same batches twice"), "{err}");
+    // --full-refresh does not clear it from under the run either.
+    let mut refresh = RunOptions::new(dir, dir.join("storage"));
+    refresh.full_refresh_all = true;
+    assert!(dp::engine::runtime::full_refresh(&graph, &refresh)
+        .unwrap_err()
+        .to_string()
+        .starts_with(&prefix));
+    assert!(checkpoint.join("offsets-of-the-other-run").exists());
+    // Once the other run is gone, the flow runs.
+    drop(held);
+    let summary = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(summary.flows[0].input_rows, 1);
+}

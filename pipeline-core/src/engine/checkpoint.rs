@@ -145,6 +145,79 @@ pub struct SourceShape {
     pub options: BTreeMap<String, String>,
 }
 
+/// An exclusive lock on a flow's checkpoint, held while the flow runs (and
+/// while `--full-refresh` clears it): two runs of one flow would otherwise
+/// both write the same batches. The lock is the operating system's
+/// (`flock`) on `<checkpoint>.lock` beside the directory, so it is released
+/// when the process ends, even by SIGKILL.
+#[derive(Debug)]
+pub struct CheckpointLock {
+    _file: fs::File,
+}
+
+/// Takes the lock of the checkpoint at `dir` ([`CheckpointLock`]); when
+/// another run holds it, an error naming that run (process, host, since)
+/// and the checkpoint.
+pub fn lock_checkpoint(dir: &Path) -> Result<CheckpointLock> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::io::AsRawFd;
+    let name = dir
+        .file_name()
+        .map(|n| format!("{}.lock", n.to_string_lossy()))
+        .unwrap_or_else(|| "checkpoint.lock".to_string());
+    let path = dir.parent().unwrap_or_else(|| Path::new(".")).join(name);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is shared.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if !locked {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(Error::io(&path, e));
+        }
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim();
+        return Err(Error::runtime_with_help(
+            format!(
+                "the checkpoint {} is in use by another run ({})",
+                crate::spec::display_path(dir),
+                if holder.is_empty() { "holder unknown" } else { holder }
+            ),
+            "wait for that run to finish or stop it; two runs of one flow would write the same batches twice",
+        ));
+    }
+    let host = hostname();
+    let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let info = format!("pid {} on {host} since {since}", std::process::id());
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(info.as_bytes()));
+    written.map_err(|e| Error::io(&path, e))?;
+    Ok(CheckpointLock { _file: file })
+}
+
+/// This machine's host name, for lock messages.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown host".to_string();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 /// What `shape.json` stores instead of a secret option's value.
 pub const SECRET_VALUE: &str = "<secret: not stored>";
 

@@ -22,7 +22,8 @@ use arrow::record_batch::RecordBatch;
 use crate::connector::Reset;
 use crate::definition::DatasetType;
 use crate::engine::checkpoint::{
-    shape_diff, shape_options, Checkpoint, CommitEntry, OffsetEntry, QueryShape, SourceShape,
+    lock_checkpoint, shape_diff, shape_options, Checkpoint, CheckpointLock, CommitEntry,
+    OffsetEntry, QueryShape, SourceShape,
 };
 use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
 use crate::engine::exec::{BatchContext, CompiledPlan};
@@ -172,8 +173,12 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
         let Some(ds) = graph.datasets.get(&name) else {
             continue;
         };
+        let mut locks = Vec::new();
         for flow in ds.flows.iter().filter_map(|f| graph.flows.get(f)) {
-            remove_dir(&checkpoint_path(flow, opts))?;
+            let dir = checkpoint_path(flow, opts);
+            // A running flow keeps its checkpoint and table.
+            locks.push(lock_checkpoint(&dir)?);
+            remove_dir(&dir)?;
         }
         if ds.def.dataset_type() != DatasetType::Sink {
             let path = table_path(ds, opts);
@@ -392,6 +397,8 @@ enum LeafInput {
 
 /// A flow running as a streaming query.
 struct StreamingQuery {
+    /// Held while the query runs: no other run uses its checkpoint.
+    _lock: CheckpointLock,
     pipeline: String,
     flow: FlowNode,
     checkpoint: Checkpoint,
@@ -426,9 +433,10 @@ fn prepare_checkpoint(
     target: &DatasetNode,
     opts: &RunOptions,
     reporter: &ProgressReporter,
-) -> Result<Checkpoint> {
+) -> Result<(Checkpoint, CheckpointLock)> {
     let name = &flow.def.name;
     let ckpt_dir = checkpoint_path(flow, opts);
+    let lock = lock_checkpoint(&ckpt_dir)?;
     if let Some(import) = &flow.def.import_checkpoint {
         let src = resolve(&opts.base_dir, import);
         if crate::engine::checkpoint::import_from(&src, &ckpt_dir)? {
@@ -450,7 +458,7 @@ fn prepare_checkpoint(
             remove_dir(&table_path(target, opts))?;
         }
     }
-    Checkpoint::open(&ckpt_dir)
+    Ok((Checkpoint::open(&ckpt_dir)?, lock))
 }
 
 /// Opens the leaves of the flow's plan: streaming sources get the next slot
@@ -672,7 +680,7 @@ impl StreamingQuery {
                 flow.def.target
             ))
         })?;
-        let checkpoint = prepare_checkpoint(graph, flow, target, opts, &reporter)?;
+        let (checkpoint, lock) = prepare_checkpoint(graph, flow, target, opts, &reporter)?;
         let (mut leaves, shapes, slot) = open_leaves(graph, flow, &compiled, &checkpoint, opts)?;
         warn_not_replayable(graph, flow, &leaves, &reporter)?;
         check_shape(flow, &compiled, &checkpoint, shapes)?;
@@ -687,6 +695,7 @@ impl StreamingQuery {
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
         compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;
         let mut q = StreamingQuery {
+            _lock: lock,
             pipeline: graph.name.clone(),
             flow: flow.clone(),
             checkpoint,
