@@ -29,3 +29,4 @@ pub mod sinks;
 pub mod source;
 pub mod sources;
 pub mod state;
+pub(crate) mod uri;

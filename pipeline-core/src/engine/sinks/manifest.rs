@@ -423,22 +423,7 @@ pub(crate) fn uri_to_path(uri: &str, dir: &Path) -> std::result::Result<PathBuf,
 }
 
 fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+    String::from_utf8(crate::engine::uri::percent_decode(s)).ok()
 }
 
 /// An absolute local path as a `file://` URI, quoted like Java's

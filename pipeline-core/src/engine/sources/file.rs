@@ -645,24 +645,7 @@ pub(crate) fn uri_to_path(uri: &str) -> PathBuf {
     } else {
         return PathBuf::from(uri);
     };
-    let bytes = rest.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            // Hex digits by byte: a `%` before a multi-byte character is
-            // kept as it is (slicing the text there would panic).
-            let hex = |b: u8| (b as char).to_digit(16);
-            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((high * 16 + low) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+    PathBuf::from(String::from_utf8_lossy(&crate::engine::uri::percent_decode(rest)).into_owned())
 }
 
 impl Source for FileSource {
