@@ -773,3 +773,43 @@ fn the_manifest_exists_from_open_so_readers_never_see_uncommitted_files() {
     fs::write(dir.join("part-00000-uncommitted.parquet"), b"PAR1").unwrap();
     assert_eq!(committed_files(&dir).unwrap().map(|f| f.len()), Some(0));
 }
+
+#[test]
+fn two_runs_writing_the_same_batch_list_it_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    // Two runs of one flow (same query id) both opened before either wrote.
+    let mut first = FileSink::open(&ctx("parquet", &dir, &[], QID)).unwrap();
+    let mut second = FileSink::open(&ctx("parquet", &dir, &[], QID)).unwrap();
+    // Another flow writes into the same table meanwhile: not a race.
+    let mut other = FileSink::open(&ctx("parquet", &dir, &[], "other-query")).unwrap();
+    first
+        .add_batch(5, vec![ids_batch(0, 2)], OutputMode::Append)
+        .unwrap();
+    other
+        .add_batch(5, vec![ids_batch(10, 1)], OutputMode::Append)
+        .unwrap();
+    let err = second
+        .add_batch(5, vec![ids_batch(0, 2)], OutputMode::Append)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "race while writing batch 5 of query {QID}: manifest entry {} already lists it, written by another run of the same flow\n  help: run each flow once at a time; this run's files of the batch were not committed",
+            dir.canonicalize().unwrap().join("_spark_metadata/0").display()
+        )
+    );
+    let files = committed_files(&dir).unwrap().unwrap();
+    assert_eq!(all_ids(&files), vec![0, 1, 10]);
+    // The refused run's data files were removed.
+    assert_eq!(files_in(&dir).len(), 2);
+    // The first run goes on with its next batch.
+    first
+        .add_batch(6, vec![ids_batch(2, 1)], OutputMode::Append)
+        .unwrap();
+    assert_eq!(
+        all_ids(&committed_files(&dir).unwrap().unwrap()),
+        vec![0, 1, 10, 2]
+    );
+}

@@ -90,6 +90,9 @@ pub struct FileSink {
     max_records_per_file: u64,
     /// Batch ids of this query already in the manifest.
     committed: HashSet<u64>,
+    /// The latest manifest entry this sink knows of (read at open, or its
+    /// own last append): later ones were written by someone else.
+    seen_entry: Option<u64>,
 }
 
 impl FileSink {
@@ -158,7 +161,7 @@ impl FileSink {
         // (and reads no uncommitted file), not a plain directory.
         let meta = dir.join(METADATA_DIR);
         fs::create_dir_all(&meta).map_err(|e| Error::io(&meta, e))?;
-        let committed = manifest::committed_batches(&meta, &ctx.query_id)?;
+        let (committed, seen_entry) = manifest::committed_batches_and_latest(&meta, &ctx.query_id)?;
         Ok(FileSink {
             name: ctx.name.clone(),
             flow: ctx.flow.clone(),
@@ -169,6 +172,7 @@ impl FileSink {
             partition_cols,
             max_records_per_file,
             committed,
+            seen_entry,
         })
     }
 
@@ -396,7 +400,11 @@ impl Sink for FileSink {
                 });
             }
             crate::engine::fault::fault_point(&self.flow, "sink_files_written", batch_id);
-            manifest::append_entry(&self.meta, &statuses)?;
+            self.seen_entry = Some(manifest::append_entry(
+                &self.meta,
+                &statuses,
+                self.seen_entry,
+            )?);
             Ok(statuses)
         })();
         match result {

@@ -272,16 +272,28 @@ fn format_entry(statuses: &[SinkFileStatus]) -> Result<String> {
 }
 
 /// Adds `statuses` as the next entry of the manifest at `meta` (created
-/// when needed) and returns its number. The entry is created exclusively
+/// when needed) and returns its number. Entries after `seen` (the latest
+/// this writer knows of) are read first: one holding a file of the same
+/// (query id, batch id) means another run committed this batch meanwhile,
+/// and the entry is refused (Spark's "race while writing batch") so that no
+/// batch is listed twice. The entry is created exclusively
 /// (temp file + hard link); when another writer took the number, retries
 /// with the next one. Every [`COMPACT_INTERVAL`]th entry is a compaction
 /// holding all live files; after writing one, entries older than the
 /// previous compaction are deleted.
-pub(crate) fn append_entry(meta: &Path, statuses: &[SinkFileStatus]) -> Result<u64> {
+pub(crate) fn append_entry(
+    meta: &Path,
+    statuses: &[SinkFileStatus],
+    seen: Option<u64>,
+) -> Result<u64> {
     fs::create_dir_all(meta).map_err(|e| Error::io(meta, e))?;
+    let tag = statuses.iter().find_map(|s| s.pipelines.as_ref());
     for _ in 0..10_000 {
         let listing = list_log(meta)?;
         let n = listing.keys().next_back().map_or(0, |l| l + 1);
+        if let Some(tag) = tag {
+            check_not_committed(meta, &listing, seen, tag)?;
+        }
         let compact = n % COMPACT_INTERVAL == COMPACT_INTERVAL - 1;
         let (content, prev_compact) = if compact {
             let state = read_log(meta)?;
@@ -327,6 +339,43 @@ pub(crate) fn append_entry(meta: &Path, statuses: &[SinkFileStatus]) -> Result<u
     )))
 }
 
+/// Fails when an entry after `seen` already lists a file of `tag`'s batch.
+fn check_not_committed(
+    meta: &Path,
+    listing: &BTreeMap<u64, bool>,
+    seen: Option<u64>,
+    tag: &PipelinesTag,
+) -> Result<()> {
+    let after = seen.map_or(0, |s| s + 1);
+    for (&id, &compact) in listing.range(after..) {
+        let path = entry_path(meta, id, compact);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            // Removed by a cleanup: a later compaction holds its files.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let taken = parse_entry(&path, &text)?.iter().any(|s| {
+            s.action != "delete"
+                && s.pipelines
+                    .as_ref()
+                    .is_some_and(|p| p.query_id == tag.query_id && p.batch_id == tag.batch_id)
+        });
+        if taken {
+            return Err(Error::runtime_with_help(
+                format!(
+                    "race while writing batch {} of query {}: manifest entry {} already lists it, written by another run of the same flow",
+                    tag.batch_id,
+                    tag.query_id,
+                    path.display()
+                ),
+                "run each flow once at a time; this run's files of the batch were not committed",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// True when a compaction newer than entry `n` exists that does not list
 /// `statuses`' files: entry `n` is then invisible to readers.
 fn superseded(meta: &Path, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> {
@@ -367,18 +416,24 @@ fn cleanup(meta: &Path, keep_from: u64) {
 }
 
 /// The batch ids `query_id` has committed to the manifest at `meta`.
-pub(crate) fn committed_batches(meta: &Path, query_id: &str) -> Result<HashSet<u64>> {
+/// Also returns the latest entry number of the manifest.
+pub(crate) fn committed_batches_and_latest(
+    meta: &Path,
+    query_id: &str,
+) -> Result<(HashSet<u64>, Option<u64>)> {
     if !meta.is_dir() {
-        return Ok(HashSet::new());
+        return Ok((HashSet::new(), None));
     }
     let state = read_log(meta)?;
-    Ok(state
+    let latest = state.latest;
+    let committed = state
         .live
         .into_iter()
         .filter_map(|(_, s)| s.pipelines)
         .filter(|p| p.query_id == query_id)
         .map(|p| p.batch_id)
-        .collect())
+        .collect();
+    Ok((committed, latest))
 }
 
 /// Converts a manifest path (`file:///abs`, `file:/abs`, or a plain path)
