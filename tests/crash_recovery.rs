@@ -13,7 +13,8 @@
 //! killed just before its Delta commit (no row lost) and between the Delta
 //! commit and the checkpoint commit (no row duplicated: the replay finds its
 //! Delta transaction version). It also checks that a changed query on an
-//! old checkpoint is refused with the diff and the full-refresh hint.
+//! old checkpoint is refused with the diff and the full-refresh hint, and
+//! that a second run started while one runs is refused by the lock.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -358,6 +359,59 @@ fn rerun_reads_nothing_twice() -> bool {
     )
 }
 
+/// Two runs at once on one storage directory: the second stops at once with
+/// the lock error naming the first; the first goes on; every row is in the
+/// table exactly once.
+fn two_runs_at_once_are_refused() -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let mut first = Command::new(std::env::current_exe().unwrap())
+        .current_dir(&dir)
+        .env("PIPELINE_CHILD", "1")
+        .env_remove("PIPELINES_FAULT")
+        .args(["run", "--continuous"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the first run holds its flows' locks.
+    let lock = dir.join("storage/checkpoints/copy_events.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&lock).map_or(true, |t| t.is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = run_child(&dir, None, &[], &["run"]);
+    let err2 = String::from_utf8_lossy(&second.stderr).to_string();
+    let holder = format!("is in use by another run (pid {} on ", first.id());
+    // Stop the first run (SIGTERM: it stops at a batch boundary).
+    let _ = Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status();
+    let stopped = first.wait().unwrap();
+    // A third run finishes what is left; nothing is written twice.
+    let third = run_child(&dir, None, &[], &["run"]);
+    check(
+        "a second run at once is refused; every row once",
+        !second.status.success()
+            && err2.contains(&holder)
+            && stopped.success()
+            && third.status.success()
+            && table_ids(&dir) == expected_ids()
+            && delta_ids(&dir) == expected_ids(),
+        || {
+            format!(
+                "second run: {:?}\n{err2}\nfirst run: {stopped:?}\nthird run:\n{}{}",
+                second.status,
+                String::from_utf8_lossy(&third.stdout),
+                String::from_utf8_lossy(&third.stderr)
+            )
+        },
+    )
+}
+
 fn main() -> std::process::ExitCode {
     if std::env::var("PIPELINE_CHILD").is_ok() {
         return child_main();
@@ -383,6 +437,7 @@ fn main() -> std::process::ExitCode {
         ok &= crash_then_recover(point);
     }
     ok &= changed_query_is_refused();
+    ok &= two_runs_at_once_are_refused();
     if ok {
         std::process::ExitCode::SUCCESS
     } else {
