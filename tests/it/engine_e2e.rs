@@ -530,3 +530,64 @@ fn a_checkpoint_in_use_by_another_run_is_refused_naming_the_holder() {
     let summary = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
     assert_eq!(summary.flows[0].input_rows, 1);
 }
+
+#[test]
+fn a_full_refresh_never_deletes_a_directory_the_pipeline_did_not_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(&dir.join("in"), "1.json", &[r#"{"id":1}"#]);
+    // The table's path points, by mistake, at a directory of other data.
+    write(&dir.join("precious"), "notes.txt", &["keep me"]);
+    let p = dp::Pipeline::new()
+        .append_flow("copy", "copies", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("in")
+        })
+        .create_streaming_table(
+            "copies",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                path: Some("precious".into()),
+                ..Default::default()
+            },
+        );
+    let graph = p.build(&spec(dir)).unwrap();
+    let mut refresh = RunOptions::new(dir, dir.join("storage"));
+    refresh.full_refresh_all = true;
+    let err = dp::engine::runtime::full_refresh(&graph, &refresh)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "refusing to delete {}: it is not a table this pipeline wrote (it has no `_spark_metadata` or `_delta_log`)\n  help: point the `path` at a directory of its own, or empty this one yourself",
+            dir.join("precious").display()
+        )
+    );
+    assert!(dir.join("precious/notes.txt").exists());
+    // A table the pipeline wrote is cleared.
+    let p = dp::Pipeline::new()
+        .append_flow("copy", "copies", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("in")
+        })
+        .create_streaming_table(
+            "copies",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    run_pipeline(&p, dir);
+    let graph = p.build(&spec(dir)).unwrap();
+    assert_eq!(
+        dp::engine::runtime::full_refresh(&graph, &refresh).unwrap(),
+        ["copies"]
+    );
+    assert!(!dir.join("storage/tables/copies").exists());
+    assert!(!dir.join("storage/checkpoints/copy").exists());
+}

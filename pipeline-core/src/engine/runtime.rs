@@ -178,7 +178,7 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
             let dir = checkpoint_path(flow, opts);
             // A running flow keeps its checkpoint and table.
             locks.push(lock_checkpoint(&dir)?);
-            remove_dir(&dir)?;
+            remove_pipeline_dir(&dir, Owned::Checkpoint)?;
         }
         if ds.def.dataset_type() != DatasetType::Sink {
             let path = table_path(ds, opts);
@@ -191,12 +191,51 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
                 _ => false,
             };
             if !truncated {
-                remove_dir(&path)?;
+                remove_pipeline_dir(&path, Owned::Table)?;
             }
         }
         done.push(name);
     }
     Ok(done)
+}
+
+/// What a directory the runtime deletes must be.
+#[derive(Clone, Copy)]
+enum Owned {
+    /// A flow's checkpoint: it holds `metadata` or `offsets/`.
+    Checkpoint,
+    /// A table: it holds `_spark_metadata` (file sink) or `_delta_log`.
+    Table,
+}
+
+/// Removes `p` (a full refresh, a materialized view's recompute) only when
+/// it is empty, missing, or recognisably what `owned` says: a table's or
+/// checkpoint's `path` set by mistake to a directory of other data is never
+/// deleted.
+fn remove_pipeline_dir(p: &Path, owned: Owned) -> Result<()> {
+    let Ok(mut entries) = std::fs::read_dir(p) else {
+        return remove_dir(p);
+    };
+    let empty = entries.next().is_none();
+    let (what, markers): (&str, &[&str]) = match owned {
+        Owned::Checkpoint => ("a flow's checkpoint", &["metadata", "offsets"]),
+        Owned::Table => ("a table", &["_spark_metadata", "_delta_log"]),
+    };
+    if empty || markers.iter().any(|m| p.join(m).exists()) {
+        return remove_dir(p);
+    }
+    Err(Error::runtime_with_help(
+        format!(
+            "refusing to delete {}: it is not {what} this pipeline wrote (it has no {})",
+            crate::spec::display_path(p),
+            markers
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+        "point the `path` at a directory of its own, or empty this one yourself",
+    ))
 }
 
 fn remove_dir(p: &Path) -> Result<()> {
@@ -451,11 +490,11 @@ fn prepare_checkpoint(
     // A materialized view is recomputed on every run.
     let recompute = target.def.dataset_type() == DatasetType::MaterializedView;
     if recompute {
-        remove_dir(&ckpt_dir)?;
+        remove_pipeline_dir(&ckpt_dir, Owned::Checkpoint)?;
         // A view whose format keeps history (Delta) is overwritten in a
         // new version by its batch; other views are removed first.
         if !keeps_history(&target.format()) {
-            remove_dir(&table_path(target, opts))?;
+            remove_pipeline_dir(&table_path(target, opts), Owned::Table)?;
         }
     }
     Ok((Checkpoint::open(&ckpt_dir)?, lock))
