@@ -75,7 +75,7 @@ const WATERMARK_POLICY: OptionDecl = OptionDecl::new(
 const FSYNC: OptionDecl = OptionDecl::new(
     FSYNC_CONF_KEY,
     OptionKind::Bool,
-    "fsync checkpoint, log and output files before each protocol step (survives power loss)",
+    "fsync checkpoint files, source logs and file-sink output before each protocol step (not Delta commits)",
 )
 .default_value("false");
 
