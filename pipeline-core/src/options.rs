@@ -370,13 +370,13 @@ impl Options {
         }
     }
 
-    /// A whole-number option, 0 or more. A bad value is reported with
-    /// `fix` as the help when given (`set `numRows` to ...`).
+    /// A whole-number option, 0 or more.
     pub fn count(&self, key: &str) -> Result<Option<u64>> {
         self.count_with_help(key, None)
     }
 
-    /// [`count`](Self::count) with a help text for a bad value.
+    /// [`count`](Self::count) with a help text for a bad value of a sink's
+    /// option (`set `numRows` to ...`).
     pub fn count_with_help(&self, key: &str, fix: Option<&str>) -> Result<Option<u64>> {
         match self.get(key) {
             None => Ok(None),
