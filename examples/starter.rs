@@ -1,3 +1,3 @@
 //! The project `init --name X` writes, compiled here so the template stays
 //! valid. Run it on a generated project: `cargo run -- dry-run` inside it.
-include!("../pipeline-core/src/init/main.rs");
+include!("../crates/core/src/init/main.rs");

@@ -226,10 +226,7 @@ fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
 fn delta_ids(dir: &Path) -> BTreeMap<i64, usize> {
     let mut ids = BTreeMap::new();
     let table = dir.join("storage/tables/copied_delta");
-    for batch in dp::engine::delta::read_table(&table)
-        .unwrap()
-        .unwrap_or_default()
-    {
+    for batch in dp::delta::read_table(&table).unwrap().unwrap_or_default() {
         let col = batch.column_by_name("id").unwrap();
         let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
         for i in 0..col.len() {

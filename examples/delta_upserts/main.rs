@@ -9,7 +9,7 @@
 //! Both tables end with the same rows. A pipeline that runs its own MERGE
 //! depends on the `deltalake` crate (the version the engine uses, 1.1,
 //! with its `datafusion` feature) and runs its futures with
-//! `pipelines::engine::delta::block_on`.
+//! `pipelines::delta::block_on`.
 //!
 //! ```text
 //! cargo run --example delta_upserts -- run
@@ -22,7 +22,7 @@ use deltalake::datafusion::prelude::SessionContext;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::Transaction;
 use deltalake::protocol::SaveMode;
-use dp::engine::delta;
+use dp::delta;
 use dp::prelude::*;
 use pipelines as dp;
 

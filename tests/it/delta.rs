@@ -63,11 +63,7 @@ fn rows(batches: &[RecordBatch]) -> Vec<String> {
 
 /// The rows of the Delta table at `path` (latest snapshot).
 fn table_rows(path: &Path) -> Vec<String> {
-    rows(
-        &dp::engine::delta::read_table(path)
-            .unwrap()
-            .expect("a Delta table"),
-    )
+    rows(&dp::delta::read_table(path).unwrap().expect("a Delta table"))
 }
 
 /// The JSON actions of commit `version`.
@@ -141,7 +137,7 @@ fn tables_are_delta_by_default_with_one_transaction_per_batch() {
         .find_map(|a| a.get("txn").cloned())
         .unwrap();
     assert_eq!(txn["appId"], query_id(dir, "events").as_str());
-    assert_eq!(dp::engine::delta::latest_version(&table).unwrap(), Some(2));
+    assert_eq!(dp::delta::latest_version(&table).unwrap(), Some(2));
 }
 
 #[test]
@@ -200,7 +196,7 @@ fn complete_mode_replaces_the_table_in_one_commit_per_batch() {
     // Batch 0 adds its result; batch 1 removes it and adds the new one, in one commit.
     assert_eq!(summary(&table, 1), ["add", "txn 0"]);
     assert_eq!(summary(&table, 2), ["add", "remove", "txn 1"]);
-    assert_eq!(dp::engine::delta::latest_version(&table).unwrap(), Some(2));
+    assert_eq!(dp::delta::latest_version(&table).unwrap(), Some(2));
 }
 
 #[test]
@@ -272,10 +268,10 @@ fn merge_keys_make_a_delta_sink_an_idempotent_upsert_target() {
         err.to_string(),
         "flow `merge_counts_replayed`: injected failure at before_commit of batch 2"
     );
-    let version = dp::engine::delta::latest_version(&table).unwrap();
+    let version = dp::delta::latest_version(&table).unwrap();
     let s = run_pipeline(&p, dir);
     assert_eq!(s.flows[0].replayed, 1);
-    assert_eq!(dp::engine::delta::latest_version(&table).unwrap(), version);
+    assert_eq!(dp::delta::latest_version(&table).unwrap(), version);
     assert_eq!(table_rows(&table), ["ERROR|2", "INFO|2", "WARN|1"]);
     let merges = (0..=version.unwrap())
         .filter(|v| {
@@ -318,7 +314,7 @@ fn crash_between_delta_commit_and_checkpoint_commit_does_not_duplicate() {
     let s = run_pipeline(&p, dir);
     assert_eq!((s.flows[0].batches, s.flows[0].replayed), (1, 1));
     assert_eq!(table_rows(&table), ["1|ERROR", "2|INFO", "3|ERROR"]);
-    assert_eq!(dp::engine::delta::latest_version(&table).unwrap(), Some(2));
+    assert_eq!(dp::delta::latest_version(&table).unwrap(), Some(2));
 }
 
 #[test]
@@ -457,7 +453,7 @@ fn two_writers_append_concurrently_and_no_row_is_lost() {
     expected.sort();
     assert_eq!(table_rows(&path), expected);
     // Table created by one commit, then 16 appends, each its own version.
-    assert_eq!(dp::engine::delta::latest_version(&path).unwrap(), Some(16));
+    assert_eq!(dp::delta::latest_version(&path).unwrap(), Some(16));
 }
 
 /// Streams the Delta table `<dir>/src` into the Delta table `copy` (an
@@ -623,7 +619,7 @@ fn full_refresh_truncates_in_a_new_version_and_resets_checkpoints() {
     let p = copy_pipeline("copy");
     run_pipeline(&p, dir);
     let table = dir.join("storage/tables/copied");
-    let before = dp::engine::delta::latest_version(&table).unwrap().unwrap();
+    let before = dp::delta::latest_version(&table).unwrap().unwrap();
     let old_query = query_id(dir, "copy");
     let mut opts = RunOptions::new(dir, dir.join("storage"));
     opts.full_refresh = vec!["copied".into()];
@@ -682,8 +678,8 @@ fn canon(col: &dyn arrow::array::Array, i: usize) -> serde_json::Value {
 
 /// Columns and sorted rows of a Delta table as our reader sees it.
 fn canonical_table(path: &Path) -> serde_json::Value {
-    let batches = dp::engine::delta::read_table(path).unwrap().unwrap();
-    let schema = dp::engine::delta::table_schema(path).unwrap();
+    let batches = dp::delta::read_table(path).unwrap().unwrap();
+    let schema = dp::delta::table_schema(path).unwrap();
     let mut rows: Vec<serde_json::Value> = Vec::new();
     for b in &batches {
         for i in 0..b.num_rows() {

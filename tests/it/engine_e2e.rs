@@ -29,7 +29,7 @@ fn run_pipeline(p: &dp::Pipeline, dir: &Path) -> RunSummary {
 /// file-sink table), as strings.
 fn table_column(table: &Path, column: &str) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(batches) = dp::engine::delta::read_table(table).unwrap() {
+    if let Some(batches) = dp::delta::read_table(table).unwrap() {
         for b in &batches {
             out.extend(strings(b, column));
         }

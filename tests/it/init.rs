@@ -57,10 +57,7 @@ fn init_writes_a_project_that_parses() {
     assert!(manifest.contains("name = \"pipelines\""));
     // The template's flows are those of examples/starter.rs.
     let main_rs = std::fs::read_to_string(dir.join("src/main.rs")).unwrap();
-    assert_eq!(
-        main_rs,
-        include_str!("../../pipeline-core/src/init/main.rs")
-    );
+    assert_eq!(main_rs, include_str!("../../crates/core/src/init/main.rs"));
 }
 
 #[test]

@@ -1,0 +1,778 @@
+//! A flow's plan over one micro-batch: [`CompiledPlan`].
+//!
+//! [`CompiledPlan::compile`] turns a resolved [`DataFrame`] into a tree of
+//! **stages**, each one DataFusion plan optimized and planned physically
+//! **once**. Leaves (sources, dataset reads) are placeholder scans; the
+//! stateful operators of a stream sit between stages:
+//!
+//! - `with_watermark` passes rows on and reports the maximum event time it
+//!   saw ([`watermark`] turns that into the next batch's watermark);
+//! - a streaming aggregation (`aggregate`: tumbling, sliding and session
+//!   windows), deduplication (`dedup`) and stream-stream join (`join`) keep
+//!   state across batches in a versioned [`crate::engine::state::StateStore`].
+//!
+//! [`CompiledPlan::execute_batch`] runs the stages bottom-up over one batch:
+//! each stage's cached physical plan is rebuilt with its placeholders
+//! holding the batch's rows (split into `partitions` contiguous parts so
+//! every core works, without copying), stateful operators merge the rows
+//! into their state and emit what the output mode and the watermark allow
+//! ([`BatchContext`]). Nothing is re-planned per batch, so a small batch
+//! costs tens of microseconds, not the milliseconds of planning a query.
+//!
+//! Refused on streams by [`CompiledPlan::compile`] with a typed error:
+//! limit/order_by without an aggregation below them, a stream-stream left
+//! anti join, and sliding or session windows outside an aggregation (the
+//! graph's query checks report these and the output-mode rules first).
+//! Batch plans (materialized views, once flows) may use every operator.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::sync::Arc;
+//! use arrow::array::{Int64Array, StringArray};
+//! use arrow::record_batch::RecordBatch;
+//! use pipelines_core::engine::exec::CompiledPlan;
+//! use pipelines_core::Session;
+//!
+//! let df = Session::new()
+//!     .read_stream()
+//!     .format("memory")
+//!     .schema("level STRING, n BIGINT")
+//!     .load("events")
+//!     .unwrap()
+//!     .filter("level = 'ERROR'")
+//!     .unwrap()
+//!     .select_expr(["n * 10 AS m"])
+//!     .unwrap();
+//! let resolved = df.resolve(&HashMap::new()).unwrap();
+//! let mut plan = CompiledPlan::compile("errors", &df, &resolved, 2).unwrap();
+//! let input = RecordBatch::try_new(
+//!     plan.leaves()[0].schema.clone(),
+//!     vec![
+//!         Arc::new(StringArray::from(vec!["ERROR", "INFO", "ERROR"])),
+//!         Arc::new(Int64Array::from(vec![1, 2, 3])),
+//!     ],
+//! )
+//! .unwrap();
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let out = rt.block_on(plan.execute(vec![vec![input]])).unwrap();
+//! let m = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+//! assert_eq!(m.values(), &[10, 30]);
+//! assert_eq!(out[0].schema(), plan.schema());
+//! ```
+
+mod accumulator;
+mod aggregate;
+mod batches;
+mod columns;
+mod compile;
+mod dedup;
+pub(crate) mod dictionary_ids;
+mod guards;
+mod join;
+mod leaf;
+mod string_ids;
+mod time_keyed;
+pub mod watermark;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, TableReference};
+use datafusion::datasource::provider_as_source;
+use datafusion::error::DataFusionError;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{cast, Expr, LogicalPlan, LogicalPlanBuilder, SubqueryAlias};
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+use datafusion::physical_plan::{collect_partitioned, ExecutionPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use serde::Serialize;
+
+use self::aggregate::{find_aggregate, AggregateOp};
+pub use self::batches::max_event_time_ms;
+use self::batches::*;
+use self::columns::*;
+use self::compile::*;
+use self::dedup::DedupOp;
+use self::guards::*;
+use self::join::JoinOp;
+use self::leaf::{PartitionedRows, SlotExec, SlotTable};
+use crate::error::{Error, PlanError, Result};
+use crate::formats::OutputMode;
+use crate::plan::ddl::schema_to_ddl;
+use crate::plan::functions::{session_window_call, window_call};
+use crate::plan::resolve::expr_text;
+use crate::plan::{DataFrame, JoinType, PlanNode, ResolvedNode, ResolvedPlan};
+
+/// One leaf of a compiled plan: a source or a dataset read.
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    /// Position in [`CompiledPlan::leaves`] and in the inputs of
+    /// [`CompiledPlan::execute`].
+    pub index: usize,
+    /// The plan node: [`PlanNode::Source`] or [`PlanNode::DatasetRead`]. A
+    /// node used twice in the plan (the same `DataFrame` read twice) is one
+    /// leaf.
+    pub node: Arc<PlanNode>,
+    /// True for a streaming read (this batch's new rows); false for a static
+    /// one (the whole dataset, every batch).
+    pub streaming: bool,
+    /// The schema the leaf's rows must have.
+    pub schema: SchemaRef,
+}
+
+/// What one micro-batch runs with.
+#[derive(Clone, Debug)]
+pub struct BatchContext {
+    /// The batch id.
+    pub batch_id: u64,
+    /// The flow's output mode: what stateful operators emit.
+    pub output_mode: OutputMode,
+    /// The watermark rows are judged late against (the previous batch's
+    /// watermark, as in Spark); None when the query has no watermark.
+    pub watermark_for_late_ms: Option<i64>,
+    /// The watermark that closes, emits and evicts state (this batch's).
+    pub watermark_for_eviction_ms: Option<i64>,
+    /// Keep the rows stateful operators drop as late, in
+    /// [`BatchOutput::late_rows`] (for `pipelines.lateRowsTo`).
+    pub capture_late_rows: bool,
+}
+
+impl Default for BatchContext {
+    fn default() -> Self {
+        BatchContext {
+            batch_id: 0,
+            output_mode: OutputMode::Append,
+            watermark_for_late_ms: None,
+            watermark_for_eviction_ms: None,
+            capture_late_rows: false,
+        }
+    }
+}
+
+/// Progress of one stateful operator in one batch (Spark's `stateOperators`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateOperatorProgress {
+    /// `aggregate`, `dedupe` or `join`.
+    pub operator: String,
+    /// Keys (rows) held after the batch.
+    pub num_rows_total: u64,
+    /// Keys inserted or changed by the batch.
+    pub num_rows_updated: u64,
+    /// Keys evicted by the watermark.
+    pub num_rows_removed: u64,
+    /// Input rows (for aggregations: groups) dropped as late.
+    pub num_rows_dropped_by_watermark: u64,
+    /// Bytes of the Arrow arrays holding the state.
+    pub memory_used_bytes: u64,
+}
+
+impl StateOperatorProgress {
+    fn new(operator: &str) -> Self {
+        StateOperatorProgress {
+            operator: operator.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The result of [`CompiledPlan::execute_batch`].
+#[derive(Clone, Debug, Default)]
+pub struct BatchOutput {
+    /// The rows for the sink, in [`CompiledPlan::schema`].
+    pub rows: Vec<RecordBatch>,
+    /// For each `with_watermark` operator that saw rows: (operator id, max
+    /// event time in ms, delay in ms).
+    pub event_times: Vec<(usize, i64, i64)>,
+    /// Per stateful operator, in plan order.
+    pub state_operators: Vec<StateOperatorProgress>,
+    /// The input rows stateful operators dropped as late, in
+    /// [`CompiledPlan::late_rows_schema`], when the batch asked for them.
+    pub late_rows: Vec<RecordBatch>,
+}
+
+/// A stateful operator's failure, before it is given the flow's name.
+#[derive(Debug)]
+pub(crate) struct OpFailure(pub(crate) String);
+
+impl std::fmt::Display for OpFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<ArrowError> for OpFailure {
+    fn from(e: ArrowError) -> Self {
+        OpFailure(e.to_string())
+    }
+}
+
+impl From<DataFusionError> for OpFailure {
+    fn from(e: DataFusionError) -> Self {
+        OpFailure(e.strip_backtrace())
+    }
+}
+
+/// A part of the plan DataFusion runs in one go: its inputs are leaves or
+/// the outputs of stateful operators.
+struct Stage {
+    logical: LogicalPlan,
+    physical: Arc<dyn ExecutionPlan>,
+    inputs: Vec<StageInput>,
+}
+
+enum StageInput {
+    Leaf(usize),
+    Op(Box<OpNode>),
+}
+
+struct OpNode {
+    id: usize,
+    op: Op,
+    /// The number of columns the operator outputs.
+    width: usize,
+    /// The operator's inputs: one stage, two for a join.
+    children: Vec<Stage>,
+}
+
+enum Op {
+    /// `with_watermark` on a stream: rows pass; the column's maximum is
+    /// reported.
+    Watermark {
+        column: usize,
+        delay_ms: i64,
+    },
+    Aggregate(Box<AggregateOp>),
+    Dedup(Box<DedupOp>),
+    Join(Box<JoinOp>),
+}
+
+/// A flow's plan compiled for repeated execution over micro-batches.
+pub struct CompiledPlan {
+    flow: String,
+    leaves: Vec<Leaf>,
+    schema: SchemaRef,
+    watermarks: Vec<(String, i64)>,
+    partitions: usize,
+    task_ctx: Arc<TaskContext>,
+    root: Stage,
+    /// Per leaf, the `Utf8` columns that may arrive as
+    /// `Dictionary(Int32, Utf8)` (see [`CompiledPlan::leaf_dictionary_columns`]).
+    dictionary_columns: Vec<Vec<bool>>,
+}
+
+impl std::fmt::Debug for CompiledPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledPlan")
+            .field("flow", &self.flow)
+            .field("leaves", &self.leaves)
+            .field("schema", &self.schema)
+            .field("watermarks", &self.watermarks)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledPlan {
+    /// Compiles `plan` (resolved as `resolved`) of flow `flow` for repeated
+    /// execution with `partitions` parallel partitions (DataFusion's
+    /// `target_partitions`; 2 on a 2-core machine).
+    ///
+    /// Watermarks, streaming aggregations, deduplications and stream-stream
+    /// joins become stateful operators between DataFusion stages. Fails with
+    /// a [`PlanError`] naming the flow for what cannot run on a stream:
+    /// limit or order_by without an aggregation, a stream-stream left anti
+    /// join, outer joins whose outer side is static. Batch plans may use
+    /// every operator.
+    pub fn compile(
+        flow: &str,
+        plan: &DataFrame,
+        resolved: &ResolvedPlan,
+        partitions: usize,
+    ) -> Result<CompiledPlan> {
+        Self::compile_with_state_partitions(flow, plan, resolved, partitions, partitions)
+    }
+
+    /// As [`compile`](Self::compile), with the state of aggregations kept in
+    /// `state_partitions` hash partitions of the keys, merged in parallel
+    /// (Spark's `spark.sql.shuffle.partitions`).
+    pub fn compile_with_state_partitions(
+        flow: &str,
+        plan: &DataFrame,
+        resolved: &ResolvedPlan,
+        partitions: usize,
+        state_partitions: usize,
+    ) -> Result<CompiledPlan> {
+        let partitions = partitions.max(1);
+        check_streaming_ops(flow, plan)?;
+        check_windows(flow, resolved.root())?;
+
+        let ctx = new_context(partitions);
+        let mut builder = Builder {
+            flow,
+            partitions,
+            state_partitions: state_partitions.max(1),
+            ctx: &ctx,
+            leaves: Vec::new(),
+            by_node: HashMap::new(),
+            watermarks: Vec::new(),
+            stage: StageBuilder::default(),
+            next_op: 0,
+        };
+        let built = builder.build(resolved.root())?;
+        let schema = resolved.schema();
+        let built = conform(built, &schema).map_err(|e| plan_failure(flow, e))?;
+        let inputs = std::mem::take(&mut builder.stage.inputs);
+        let root = plan_stage(flow, &ctx, built, inputs)?;
+        let task_ctx = ctx.task_ctx();
+        let dictionary_columns = dictionary_columns(&root, &builder.leaves);
+        Ok(CompiledPlan {
+            flow: flow.to_string(),
+            leaves: builder.leaves,
+            schema,
+            watermarks: builder.watermarks,
+            partitions,
+            task_ctx,
+            root,
+            dictionary_columns,
+        })
+    }
+
+    /// The leaves (sources and dataset reads), left to right;
+    /// [`execute`](Self::execute) takes one input per leaf, in this order.
+    pub fn leaves(&self) -> &[Leaf] {
+        &self.leaves
+    }
+
+    /// The output schema: the resolved schema of the plan, exactly.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The event-time columns declared with `with_watermark` on a stream,
+    /// with their delays in milliseconds, in plan order (innermost first).
+    pub fn watermarks(&self) -> &[(String, i64)] {
+        &self.watermarks
+    }
+
+    /// The flow name given to [`compile`](Self::compile).
+    pub fn flow(&self) -> &str {
+        &self.flow
+    }
+
+    /// The number of parallel partitions.
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    /// The stateful operators (aggregations, deduplications), described
+    /// with their keys and state columns, in operator-id order. The
+    /// checkpoint's query shape records them.
+    pub fn stateful_operators(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => out.push((n.id, a.describe())),
+            Op::Dedup(d) => out.push((n.id, d.describe())),
+            Op::Join(j) => out.push((n.id, j.describe())),
+            Op::Watermark { .. } => {}
+        });
+        out.sort();
+        out.into_iter()
+            .map(|(id, d)| format!("{id}: {d}"))
+            .collect()
+    }
+
+    /// The schema of the rows dropped as late: the input of the plan's one
+    /// aggregation or deduplication (without watermark metadata). None when
+    /// the plan has no such operator, several, or a stream-stream join (its
+    /// two sides' late rows have different columns).
+    pub fn late_rows_schema(&self) -> Option<SchemaRef> {
+        let mut found = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => found.push(Some(a.input_schema())),
+            Op::Dedup(d) => found.push(Some(d.input_schema())),
+            Op::Join(_) => found.push(None),
+            Op::Watermark { .. } => {}
+        });
+        match found.as_slice() {
+            [Some(s)] => Some(strip_metadata(s)),
+            _ => None,
+        }
+    }
+
+    /// True when a batch without new data may still emit or evict: the
+    /// query has a stateful operator that the watermark drives in `mode`
+    /// (Spark runs such a no-data batch whenever the watermark moves).
+    pub fn runs_no_data_batches(&self, mode: OutputMode) -> bool {
+        let mut any = false;
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(_) => any |= mode != OutputMode::Complete,
+            Op::Dedup(_) | Op::Join(_) => any = true,
+            Op::Watermark { .. } => {}
+        });
+        any && !self.watermarks.is_empty()
+    }
+
+    /// Opens the state of every stateful operator under `dir`
+    /// (`<dir>/<operator id>/`) at batch `version` (None: empty state).
+    pub fn restore_state(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+        let mut result = Ok(());
+        visit_ops_mut(&mut self.root, &mut |n| {
+            if result.is_err() {
+                return;
+            }
+            let d = dir.join(n.id.to_string());
+            result = match &mut n.op {
+                Op::Aggregate(a) => a.restore(&d, version),
+                Op::Dedup(o) => o.restore(&d, version),
+                Op::Join(j) => j.restore(&d, version),
+                Op::Watermark { .. } => Ok(()),
+            };
+        });
+        result
+    }
+
+    /// Writes every stateful operator's changes of batch `version`.
+    pub fn commit_state(&mut self, version: u64) -> Result<()> {
+        self.commit_state_as(version, false)
+    }
+
+    /// Writes every stateful operator's whole state as version `version`:
+    /// the end of a real-time epoch, whose changes came in many steps.
+    pub fn commit_state_snapshot(&mut self, version: u64) -> Result<()> {
+        self.commit_state_as(version, true)
+    }
+
+    fn commit_state_as(&mut self, version: u64, whole: bool) -> Result<()> {
+        let mut result = Ok(());
+        visit_ops_mut(&mut self.root, &mut |n| {
+            if result.is_err() {
+                return;
+            }
+            result = match &mut n.op {
+                Op::Aggregate(a) => a.commit(version, whole),
+                Op::Dedup(o) => o.commit(version, whole),
+                Op::Join(j) => j.commit(version, whole),
+                Op::Watermark { .. } => Ok(()),
+            };
+        });
+        result
+    }
+
+    /// Which columns of each leaf (in [`leaves`](Self::leaves) order, one
+    /// flag per column of the leaf's schema) the plan reads. A source may
+    /// return nulls in the others (projection pushdown): no operator looks
+    /// at them. Stateful operators that keep whole rows (deduplication,
+    /// joins) count as reading every column. Late rows captured for
+    /// `pipelines.lateRowsTo` carry every column, so a flow that sends them
+    /// somewhere must not project its sources.
+    pub fn leaf_columns_used(&self) -> Vec<Vec<bool>> {
+        let mut used: Vec<Vec<bool>> = self
+            .leaves
+            .iter()
+            .map(|l| vec![false; l.schema.fields().len()])
+            .collect();
+        let all = vec![true; self.schema.fields().len()];
+        stage_columns_used(&self.root, &all, &self.leaves, &mut used);
+        used
+    }
+
+    /// Which `Utf8` columns of each leaf (in [`leaves`](Self::leaves)
+    /// order, one flag per column of the leaf's schema) a source may give as
+    /// `Dictionary(Int32, Utf8)` instead: columns that reach, unchanged,
+    /// only the key of a windowed aggregation that groups them through the
+    /// dictionary (the leaf's rows pass nothing but a watermark on the
+    /// way). A Parquet source reads dictionary-encoded column chunks of
+    /// such columns without decoding every row's string.
+    pub fn leaf_dictionary_columns(&self) -> Vec<Vec<bool>> {
+        self.dictionary_columns.clone()
+    }
+
+    /// The optimized DataFusion logical plan and the physical plan of the
+    /// final stage, as text (for debugging and `EXPLAIN`-like output).
+    pub async fn explain(&self) -> Result<String> {
+        Ok(format!(
+            "{}\n{}",
+            self.root.logical.display_indent(),
+            datafusion::physical_plan::displayable(self.root.physical.as_ref()).indent(false)
+        ))
+    }
+
+    /// Runs a stateless plan over one batch's inputs: one `Vec<RecordBatch>`
+    /// per leaf, in [`leaves`](Self::leaves) order (a static leaf gets the
+    /// whole dataset). Returns the output rows in [`schema`](Self::schema).
+    ///
+    /// Rows keep their input order for plans without joins (partitions are
+    /// contiguous ranges of the input and are returned in order).
+    pub async fn execute(&mut self, inputs: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>> {
+        Ok(self
+            .execute_batch(inputs, &BatchContext::default())
+            .await?
+            .rows)
+    }
+
+    /// Runs batch `ctx.batch_id` over its inputs (as [`execute`](Self::execute)),
+    /// updating the state of stateful operators; returns the rows, the event
+    /// times the watermark operators saw and the state operators' progress.
+    pub async fn execute_batch(
+        &mut self,
+        inputs: Vec<Vec<RecordBatch>>,
+        ctx: &BatchContext,
+    ) -> Result<BatchOutput> {
+        if inputs.len() != self.leaves.len() {
+            return Err(Error::runtime(format!(
+                "flow `{}`: the plan reads {} input(s) but was given {}",
+                self.flow,
+                self.leaves.len(),
+                inputs.len()
+            )));
+        }
+        let mut checked = Vec::with_capacity(inputs.len());
+        for (leaf, batches) in self.leaves.iter().zip(inputs) {
+            let mut v = Vec::with_capacity(batches.len());
+            for b in batches {
+                if b.num_rows() > 0 {
+                    v.push(conform_input(
+                        &self.flow,
+                        leaf,
+                        self.dictionary_columns.get(leaf.index).map(Vec::as_slice),
+                        b,
+                    )?);
+                }
+            }
+            checked.push(v);
+        }
+        let mut out = BatchOutput::default();
+        let env = Env {
+            flow: &self.flow,
+            inputs: &checked,
+            ctx,
+            partitions: self.partitions,
+            task_ctx: &self.task_ctx,
+        };
+        let rows = run_stage(&mut self.root, &env, &mut out).await?;
+        let mut result = Vec::with_capacity(rows.len());
+        for batch in rows {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let n = batch.num_rows();
+            let b = RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                batch.columns().to_vec(),
+                &RecordBatchOptions::new().with_row_count(Some(n)),
+            )
+            .map_err(|e| {
+                Error::runtime(format!(
+                    "flow `{}`: the plan produced rows that do not match its schema ({}): {e}",
+                    self.flow,
+                    schema_to_ddl(&self.schema)
+                ))
+            })?;
+            result.push(b);
+        }
+        out.rows = result;
+        let mut progress = Vec::new();
+        visit_ops(&self.root, &mut |n| match &n.op {
+            Op::Aggregate(a) => progress.push((n.id, a.progress())),
+            Op::Dedup(d) => progress.push((n.id, d.progress())),
+            Op::Join(j) => progress.push((n.id, j.progress())),
+            Op::Watermark { .. } => {}
+        });
+        progress.sort_by_key(|(id, _)| *id);
+        out.state_operators = progress.into_iter().map(|(_, p)| p).collect();
+        Ok(out)
+    }
+}
+
+/// What a stage needs while it runs.
+struct Env<'a> {
+    flow: &'a str,
+    inputs: &'a [Vec<RecordBatch>],
+    ctx: &'a BatchContext,
+    partitions: usize,
+    task_ctx: &'a Arc<TaskContext>,
+}
+
+type StageFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<RecordBatch>>> + Send + 'a>>;
+
+fn run_stage<'a>(
+    stage: &'a mut Stage,
+    env: &'a Env<'a>,
+    out: &'a mut BatchOutput,
+) -> StageFuture<'a> {
+    Box::pin(async move {
+        let mut data: Vec<PartitionedRows> = Vec::with_capacity(stage.inputs.len());
+        for input in stage.inputs.iter_mut() {
+            let rows = match input {
+                StageInput::Leaf(i) => env.inputs.get(*i).cloned().unwrap_or_default(),
+                StageInput::Op(node) => run_op(node, env, out).await?,
+            };
+            data.push(Arc::new(split_rows(rows, env.partitions)));
+        }
+        // A stage that only passes an operator's rows on needs no DataFusion run.
+        if let Some(slot) = stage.physical.downcast_ref::<SlotExec>() {
+            if slot.is_identity() {
+                let d = data.get(slot.index).cloned().unwrap_or_default();
+                return Ok(d.iter().flatten().cloned().collect());
+            }
+        }
+        let plan = rebind(&stage.physical, &data).map_err(|e| run_failure(env.flow, e))?;
+        let parts = collect_partitioned(plan, env.task_ctx.clone())
+            .await
+            .map_err(|e| run_failure(env.flow, e))?;
+        Ok(parts.into_iter().flatten().collect())
+    })
+}
+
+async fn run_op(
+    node: &mut OpNode,
+    env: &Env<'_>,
+    out: &mut BatchOutput,
+) -> Result<Vec<RecordBatch>> {
+    let mut inputs = Vec::with_capacity(node.children.len());
+    for child in node.children.iter_mut() {
+        inputs.push(run_stage(child, env, out).await?);
+    }
+    let mut inputs = inputs.into_iter();
+    let rows = inputs.next().unwrap_or_default();
+    match &mut node.op {
+        Op::Watermark { column, delay_ms } => {
+            let max = map_batches(&rows, env.partitions, |b| {
+                watermark::max_millis(b.column(*column))
+            })
+            .into_iter()
+            .flatten()
+            .max();
+            if let Some(m) = max {
+                out.event_times.push((node.id, m, *delay_ms));
+            }
+            Ok(rows)
+        }
+        Op::Aggregate(a) => {
+            let (rows, late) = a.process(rows, env.ctx, env.task_ctx).await?;
+            out.late_rows.extend(late);
+            Ok(rows)
+        }
+        Op::Dedup(d) => {
+            let (rows, late) = d.process(rows, env.ctx)?;
+            out.late_rows.extend(late);
+            Ok(rows)
+        }
+        Op::Join(j) => {
+            let right = inputs.next().unwrap_or_default();
+            j.process(rows, right, env.ctx, env.task_ctx).await
+        }
+    }
+}
+
+/// Runs `plan` (whose only slot is slot 0) over `rows` split into
+/// `partitions` parts; returns every partition's output.
+pub(crate) async fn run_partitioned(
+    plan: &Arc<dyn ExecutionPlan>,
+    rows: Vec<RecordBatch>,
+    partitions: usize,
+    task_ctx: &Arc<TaskContext>,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    let data = vec![Arc::new(split_rows(rows, partitions))];
+    let plan = rebind(plan, &data)?;
+    let parts = collect_partitioned(plan, task_ctx.clone()).await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+/// `b` in the leaf's schema; the columns flagged in `dictionary` may stay
+/// `Dictionary(Int32, Utf8)` in place of `Utf8`.
+fn conform_input(
+    flow: &str,
+    leaf: &Leaf,
+    dictionary: Option<&[bool]>,
+    b: RecordBatch,
+) -> Result<RecordBatch> {
+    if Arc::ptr_eq(b.schema_ref(), &leaf.schema) || b.schema_ref() == &leaf.schema {
+        return Ok(b);
+    }
+    let may_be_dictionary = |i: usize, t: &DataType| {
+        dictionary.is_some_and(|d| d.get(i).copied().unwrap_or(false))
+            && dictionary_ids::is_string_dictionary(t)
+    };
+    let same_types = b.num_columns() == leaf.schema.fields().len()
+        && b.schema_ref()
+            .fields()
+            .iter()
+            .zip(leaf.schema.fields())
+            .enumerate()
+            .all(|(i, (a, e))| {
+                a.data_type() == e.data_type() || may_be_dictionary(i, a.data_type())
+            });
+    let mismatch = || {
+        Error::runtime_with_help(
+            format!(
+                "flow `{}`: input {} ({}) has columns ({}) but the plan expects ({})",
+                flow,
+                leaf.index,
+                leaf_name(&leaf.node),
+                schema_to_ddl(b.schema_ref()),
+                schema_to_ddl(&leaf.schema)
+            ),
+            "give each leaf rows in the schema of CompiledPlan::leaves()",
+        )
+    };
+    if !same_types {
+        return Err(mismatch());
+    }
+    let n = b.num_rows();
+    let schema = schema_with_types(&leaf.schema, b.columns());
+    RecordBatch::try_new_with_options(
+        schema,
+        b.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(n)),
+    )
+    .map_err(|_| mismatch())
+}
+
+fn run_failure(flow: &str, e: DataFusionError) -> Error {
+    Error::runtime(format!(
+        "flow `{}`: running the query failed: {}",
+        flow,
+        e.strip_backtrace()
+    ))
+}
+
+/// Polls a future a few times without a runtime; None if it is still pending.
+pub(crate) fn poll_once<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..16 {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The cached physical plan with every leaf holding this execution's rows,
+/// and the state of stateful operators (hash join build sides, sorts) reset.
+fn rebind(
+    plan: &Arc<dyn ExecutionPlan>,
+    data: &[PartitionedRows],
+) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+    if let Some(slot) = plan.downcast_ref::<SlotExec>() {
+        let rows = data.get(slot.index).cloned().unwrap_or_default();
+        return Ok(Arc::new(slot.with_data(rows)));
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|c| rebind(c, data))
+        .collect::<datafusion::error::Result<Vec<_>>>()?;
+    replace_children_if_necessary(plan.clone(), children)?.reset_state()
+}

@@ -1,0 +1,28 @@
+//! The streaming engine: runs a validated [`crate::graph::PipelineGraph`]
+//! with Structured Streaming's micro-batch model.
+//!
+//! Per micro-batch N of a flow: (1) ask each source for its end offset;
+//! (2) write `offsets/N` to the checkpoint; (3) read that range and run the
+//! plan over Arrow `RecordBatch`es; (4) hand the result to the sink,
+//! idempotently for batch N; (5) write `commits/N`. On restart a batch with
+//! offsets but no commit is replayed over exactly the same offsets.
+//!
+//! Modules: [`source`] and [`sink`] (the contracts), [`sources`] and
+//! [`sinks`] (implementations), [`checkpoint`] (offset/commit logs and the
+//! query shape), [`exec`] (a flow's plan over one batch, with its stateful operators),
+//! [`state`] (the versioned state store of a stateful operator), [`runtime`] (the
+//! query loop, triggers, the pipeline run) and [`progress`] (per-batch
+//! progress and the event log).
+
+pub mod checkpoint;
+pub mod connectors;
+pub mod exec;
+pub mod fault;
+pub mod progress;
+pub mod runtime;
+pub mod sink;
+pub mod sinks;
+pub mod source;
+pub mod sources;
+pub mod state;
+pub mod uri;

@@ -1,0 +1,1304 @@
+//! The dataflow graph of a pipeline and its validation.
+//!
+//! Nodes are datasets (streaming tables, materialized views, temporary views,
+//! sinks) and flows; edges run from each dataset a flow reads to the flow, and
+//! from the flow to its target. [`build`] calls every flow's query function,
+//! resolves the plans in topological order (so each flow sees the schemas of
+//! the datasets it reads), and checks the whole pipeline, collecting **every**
+//! problem before returning.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+
+use arrow::datatypes::SchemaRef;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::checks;
+use crate::conf::LATE_ROWS_TO;
+use crate::definition::{DatasetDef, DatasetType, FlowDef};
+use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
+use crate::formats::{describe_modes, did_you_mean, OutputMode, OUTPUT_MODE_CONF_KEY};
+use crate::plan::{Catalog, DataFrame, ResolvedPlan};
+use crate::real_time_checks;
+use crate::registry::FlowKind;
+use crate::session::Session;
+use crate::spec::Trigger;
+
+pub use crate::definition::{Declarations, FlowSettings};
+
+/// A node of the dataflow graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphNode {
+    /// A dataset or sink, by name.
+    Dataset(String),
+    /// A flow, by name.
+    Flow(String),
+}
+
+/// A validated dataset with its resolved schema.
+#[derive(Clone, Debug)]
+pub struct DatasetNode {
+    /// The declaration.
+    pub def: DatasetDef,
+    /// Output schema, from its declared schema or its first flow.
+    pub schema: Option<SchemaRef>,
+    /// Names of the flows writing into it.
+    pub flows: Vec<String>,
+}
+
+impl DatasetNode {
+    /// The storage or sink format (tables default to Delta).
+    pub fn format(&self) -> String {
+        match (&self.def.format, self.def.dataset_type()) {
+            (Some(f), _) => crate::connector::normalize(f),
+            (None, DatasetType::Sink) => String::new(),
+            (None, _) => crate::connector::default_table_format().to_string(),
+        }
+    }
+}
+
+/// A validated flow with its plan.
+#[derive(Clone, Debug)]
+pub struct FlowNode {
+    /// The declaration.
+    pub def: FlowDef,
+    /// The plan its query function returned.
+    pub plan: DataFrame,
+    /// The plan's output schema.
+    pub schema: SchemaRef,
+    /// Whether the query is streaming.
+    pub streaming: bool,
+    /// The output mode it writes with: the single source of truth for the
+    /// runtime (see [`output_mode_of`]).
+    pub output_mode: OutputMode,
+    /// Its trigger (spec first, then the flow's `conf`, else the default).
+    pub trigger: Trigger,
+    /// Option overrides from the spec.
+    pub options: BTreeMap<String, String>,
+    /// Datasets it reads, with whether each read is streaming.
+    pub reads: Vec<(String, bool)>,
+}
+
+/// A validated pipeline: datasets, flows, the graph and an execution order.
+#[derive(Clone, Debug)]
+pub struct PipelineGraph {
+    /// Pipeline name.
+    pub name: String,
+    /// Pipeline-wide settings.
+    pub configuration: BTreeMap<String, String>,
+    /// Datasets and sinks by name.
+    pub datasets: BTreeMap<String, DatasetNode>,
+    /// Flows by name.
+    pub flows: BTreeMap<String, FlowNode>,
+    /// Flow names, upstream before downstream.
+    pub flow_order: Vec<String>,
+    /// The dataflow graph.
+    pub graph: DiGraph<GraphNode, ()>,
+}
+
+impl PipelineGraph {
+    /// Flows in execution order.
+    pub fn ordered_flows(&self) -> impl Iterator<Item = &FlowNode> {
+        self.flow_order.iter().filter_map(|n| self.flows.get(n))
+    }
+}
+
+struct SchemaCatalog<'a>(&'a BTreeMap<String, SchemaRef>);
+
+impl Catalog for SchemaCatalog<'_> {
+    fn dataset_schema(&self, name: &str) -> Option<SchemaRef> {
+        self.0.get(name).cloned()
+    }
+}
+
+/// `schema` without the watermark marks of its fields.
+fn without_watermarks(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut md = f.metadata().clone();
+            md.remove(crate::plan::WATERMARK_METADATA_KEY);
+            f.as_ref().clone().with_metadata(md)
+        })
+        .collect();
+    std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    ))
+}
+
+/// Builds and validates the pipeline graph, returning every problem found.
+pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
+    let mut diags = Diagnostics::default();
+
+    if decls.flows.is_empty() && decls.datasets.is_empty() {
+        diags.push(
+            Diagnostic::new(format!("pipeline `{}` declares no datasets and no flows", decls.name))
+                .help(
+                    "declare a flow with #[table], #[append_flow(target = \"...\")] or #[update_flow(target = \"...\")], \
+                     and make sure the module declaring it is compiled into this binary",
+                ),
+        );
+        return Err(diags);
+    }
+    let (datasets, flows) = unique_names(&decls, &mut diags);
+    let mut b = Build {
+        decls: &decls,
+        diags,
+        datasets,
+        flows,
+        modes: BTreeMap::new(),
+        flows_of: BTreeMap::new(),
+        plans: BTreeMap::new(),
+        triggers: BTreeMap::new(),
+        reads_of: BTreeMap::new(),
+        graph: DiGraph::new(),
+        order: Vec::new(),
+        schemas: BTreeMap::new(),
+        resolved: BTreeMap::new(),
+    };
+    b.check_formats();
+    b.check_flow_settings();
+    b.output_modes();
+    b.check_targets();
+    b.build_plans();
+    b.check_options();
+    b.check_reads();
+    b.dataflow_graph();
+    b.resolve_schemas();
+    b.check_query_shapes();
+    b.finish()
+}
+
+/// The state of one [`build`]: what each phase found, and every problem
+/// found so far. Each phase reports into `diags` and leaves out what it
+/// could not validate, so later phases don't report consequences of the
+/// same mistake.
+struct Build<'d> {
+    decls: &'d Declarations,
+    diags: Diagnostics,
+    datasets: BTreeMap<String, DatasetDef>,
+    flows: BTreeMap<String, FlowDef>,
+    /// Output mode per flow whose mode is valid.
+    modes: BTreeMap<String, OutputMode>,
+    /// The flows writing each dataset (late-row sinks included).
+    flows_of: BTreeMap<String, Vec<String>>,
+    plans: BTreeMap<String, DataFrame>,
+    triggers: BTreeMap<String, Trigger>,
+    /// The datasets each flow reads, and whether as a stream.
+    reads_of: BTreeMap<String, Vec<(String, bool)>>,
+    graph: DiGraph<GraphNode, ()>,
+    /// Flows in topological order.
+    order: Vec<String>,
+    schemas: BTreeMap<String, SchemaRef>,
+    resolved: BTreeMap<String, ResolvedPlan>,
+}
+
+/// Datasets and flows by name; a second declaration of a name, and a flow
+/// named like a dataset it does not define, are problems.
+fn unique_names(
+    decls: &Declarations,
+    diags: &mut Diagnostics,
+) -> (BTreeMap<String, DatasetDef>, BTreeMap<String, FlowDef>) {
+    let mut datasets: BTreeMap<String, DatasetDef> = BTreeMap::new();
+    for d in &decls.datasets {
+        if let Some(problem) = unsafe_name(&d.name) {
+            diags.push(
+                Diagnostic::new(format!("the name `{}` {problem}", d.name))
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help(NAME_HELP),
+            );
+        }
+        if let Some(first) = datasets.get(&d.name) {
+            diags.push(
+                Diagnostic::new(format!(
+                    "`{}` is declared twice: as a {}{} and as a {}",
+                    d.name,
+                    first.dataset_type().describe(),
+                    at(&first.origin),
+                    d.dataset_type().describe()
+                ))
+                .subject(format!("dataset `{}`", d.name))
+                .origin(d.origin.clone())
+                .help("rename one of them or remove the duplicate declaration"),
+            );
+            continue;
+        }
+        datasets.insert(d.name.clone(), d.clone());
+    }
+    let mut flows: BTreeMap<String, FlowDef> = BTreeMap::new();
+    for f in &decls.flows {
+        if let Some(problem) = unsafe_name(&f.name) {
+            diags.push(
+                Diagnostic::new(format!("the name `{}` {problem}", f.name))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(NAME_HELP),
+            );
+        }
+        if let Some(first) = flows.get(&f.name) {
+            diags.push(
+                Diagnostic::new(format!("flow name `{}` is used twice (first{})", f.name, at(&first.origin)))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help("give one of them another name: #[append_flow(target = \"...\", name = \"other_name\")]"),
+            );
+            continue;
+        }
+        flows.insert(f.name.clone(), f.clone());
+    }
+    for f in flows.values() {
+        if let Some(d) = datasets.get(&f.name) {
+            if !f.defines_dataset && f.target != f.name {
+                diags.push(
+                    Diagnostic::new(format!(
+                        "flow name `{}` is also the name of {}{}, but the flow writes to `{}`",
+                        f.name,
+                        d.subject(),
+                        at(&d.origin),
+                        f.target
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help(format!(
+                        "rename the flow, e.g. name = \"{}_to_{}\"",
+                        f.name, f.target
+                    )),
+                );
+            }
+        }
+    }
+    (datasets, flows)
+}
+
+impl Build<'_> {
+    /// Every option of every sink, table, source and flow against its
+    /// declaration ([`crate::option_checks`]).
+    fn check_options(&mut self) {
+        let problems = crate::option_checks::check_options(
+            self.decls,
+            &self.datasets,
+            &self.flows,
+            &self.plans,
+        );
+        for d in problems {
+            self.diags.push(d);
+        }
+    }
+
+    /// Each dataset's and sink's format is known; required options and `merge_keys` fit it.
+    fn check_formats(&mut self) {
+        let Build {
+            datasets, diags, ..
+        } = self;
+        for d in datasets.values() {
+            let Some(format) = &d.format else {
+                if d.dataset_type() == DatasetType::Sink {
+                    diags.push(
+                        Diagnostic::new("has no format")
+                            .subject(d.subject())
+                            .origin(d.origin.clone())
+                            .help(format!(
+                                "set one of: {}",
+                                crate::connector::sink_names().join(", ")
+                            )),
+                    );
+                }
+                continue;
+            };
+            let known: Vec<&str> = match d.dataset_type() {
+                DatasetType::Sink => crate::connector::sink_names(),
+                DatasetType::TemporaryView => continue,
+                _ => crate::connector::table_names(),
+            };
+            let norm = crate::connector::normalize(format);
+            if !known.contains(&norm.as_str()) {
+                let mut help = format!("known formats: {}", known.join(", "));
+                if let Some(s) = did_you_mean(&norm, known.iter().copied()) {
+                    help = format!("did you mean `{s}`? {help}");
+                }
+                diags.push(
+                    Diagnostic::new(format!("unknown format `{format}`"))
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help(help),
+                );
+                continue;
+            }
+            let Some(sink) = crate::connector::sink(&norm) else {
+                continue;
+            };
+            if d.dataset_type() == DatasetType::Sink {
+                for required in sink.options().missing(&d.options) {
+                    diags.push(
+                        Diagnostic::new(format!("{norm} sink needs the option `{required}`"))
+                            .subject(d.subject())
+                            .origin(d.origin.clone())
+                            .help(format!("add `{required}: ...` under the sink's `options:`")),
+                    );
+                }
+            }
+            let upsert_target = d.dataset_type() == DatasetType::Sink && sink.takes_merge_keys();
+            if !d.merge_keys.is_empty() && !upsert_target {
+                diags.push(
+                    misplaced_merge_keys()
+                        .subject(d.subject())
+                        .origin(d.origin.clone()),
+                );
+            }
+        }
+    }
+
+    /// Every `flows.<name>` entry of the spec names a flow.
+    fn check_flow_settings(&mut self) {
+        let Build {
+            decls,
+            flows,
+            diags,
+            ..
+        } = self;
+        for (name, settings) in &decls.flow_settings {
+            if !flows.contains_key(name) {
+                let mut help = "the names under `flows:` must be flow names (function names unless `name = ...` is set)".to_string();
+                if let Some(s) = did_you_mean(name, flows.keys().map(String::as_str)) {
+                    help = format!("did you mean `{s}`? {help}");
+                }
+                diags.push(
+                    Diagnostic::new(format!("`flows.{name}` in the spec names no declared flow"))
+                        .subject(format!("flow `{name}`"))
+                        .origin(settings.origin.clone())
+                        .help(help),
+                );
+            }
+        }
+    }
+
+    /// The output mode of each flow ([`output_mode_of`]).
+    fn output_modes(&mut self) {
+        let Build {
+            decls,
+            flows,
+            modes,
+            diags,
+            ..
+        } = self;
+        // A flow whose mode is invalid is left out, so the mode-dependent checks
+        // below don't report consequences of the same mistake.
+        for f in flows.values() {
+            match output_mode_of(f, decls.flow_settings.get(&f.name)) {
+                Ok(mode) => {
+                    modes.insert(f.name.clone(), mode);
+                }
+                Err(errors) => {
+                    for d in errors {
+                        diags.push(d);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each flow's target (and late-rows sink) exists and takes its mode; each dataset has the writers its type allows.
+    fn check_targets(&mut self) {
+        let Build {
+            decls,
+            datasets,
+            flows,
+            modes,
+            flows_of,
+            diags,
+            ..
+        } = self;
+        for f in flows.values() {
+            match datasets.get(&f.target) {
+                None => {
+                    let mut help = "declare it under `tables:` or `sinks:` in the spec, with #[table], or with create_sink(...)"
+                        .to_string();
+                    if let Some(s) = did_you_mean(&f.target, datasets.keys().map(String::as_str)) {
+                        help = format!("did you mean `{s}`? or {help}");
+                    }
+                    diags.push(
+                        Diagnostic::new(format!("targets `{}`, which is not declared", f.target))
+                            .subject(f.subject())
+                            .origin(f.origin.clone())
+                            .help(help),
+                    );
+                }
+                Some(d) => {
+                    flows_of
+                        .entry(d.name.clone())
+                        .or_default()
+                        .push(f.name.clone());
+                    if f.kind == FlowKind::Update && d.dataset_type() != DatasetType::Sink {
+                        let fmt = d
+                            .format
+                            .as_deref()
+                            .map(crate::connector::normalize)
+                            .unwrap_or_else(|| {
+                                crate::connector::default_table_format().to_string()
+                            });
+                        let modes = crate::connector::accepted_modes(&fmt, false)
+                            .map(describe_modes)
+                            .unwrap_or_default();
+                        diags.push(
+                            Diagnostic::new(format!(
+                                "update flows can only target sinks; `{}` is a {} {} (accepts {})",
+                                d.name,
+                                crate::connector::title(&fmt),
+                                d.dataset_type().describe(),
+                                modes
+                            ))
+                            .subject(f.subject())
+                            .origin(f.origin.clone())
+                            .help("point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"),
+                        );
+                    } else if let Some(&mode) = modes.get(&f.name) {
+                        if let Some(d) = mode_not_accepted(f, d, mode) {
+                            diags.push(d);
+                        }
+                    }
+                }
+            }
+        }
+        // `pipelines.lateRowsTo`: rows dropped as late go to a sink, which then
+        // has a writer.
+        for f in flows.values() {
+            let settings = decls.flow_settings.get(&f.name);
+            let Some(late) = settings
+                .and_then(|s| s.options.get(LATE_ROWS_TO))
+                .or_else(|| f.conf.get(LATE_ROWS_TO))
+            else {
+                continue;
+            };
+            let origin = settings
+                .and_then(|s| s.option_origins.get(LATE_ROWS_TO).cloned())
+                .or_else(|| f.origin.clone());
+            match datasets.get(late) {
+                Some(d) if d.dataset_type() == DatasetType::Sink => {
+                    flows_of
+                        .entry(d.name.clone())
+                        .or_default()
+                        .push(f.name.clone());
+                }
+                Some(d) => diags.push(
+                    Diagnostic::new(format!(
+                        "`{LATE_ROWS_TO}` names {} `{late}`, but late rows go to a sink",
+                        d.dataset_type().describe()
+                    ))
+                    .subject(f.subject())
+                    .origin(origin)
+                    .help("declare a sink with create_sink(...) or under `sinks:` and name it instead"),
+                ),
+                None => {
+                    let mut help = format!(
+                        "declare a sink for them, e.g. create_sink(\"{late}\", \"parquet\", [(\"path\", \"late/{late}\")]) or under `sinks:` in the spec"
+                    );
+                    if let Some(s) = did_you_mean(late, datasets.keys().map(String::as_str)) {
+                        help = format!("did you mean `{s}`? or {help}");
+                    }
+                    diags.push(
+                        Diagnostic::new(format!(
+                            "`{LATE_ROWS_TO}` names `{late}`, which is not declared"
+                        ))
+                        .subject(f.subject())
+                        .origin(origin)
+                        .help(help),
+                    );
+                }
+            }
+        }
+        for d in datasets.values() {
+            let writers = flows_of.get(&d.name).map(Vec::len).unwrap_or(0);
+            if writers == 0 {
+                let help = match d.dataset_type() {
+                    DatasetType::Sink => format!(
+                        "write to it with #[append_flow(target = \"{0}\")] or #[update_flow(target = \"{0}\")], or remove it",
+                        d.name
+                    ),
+                    _ => format!("write to it with #[append_flow(target = \"{}\")], or remove it", d.name),
+                };
+                diags.push(
+                    Diagnostic::new("has no flow writing to it")
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help(help),
+                );
+            } else if writers > 1
+                && matches!(
+                    d.dataset_type(),
+                    DatasetType::MaterializedView | DatasetType::TemporaryView
+                )
+            {
+                let names = flows_of[&d.name]
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                diags.push(
+                    Diagnostic::new(format!(
+                        "has {writers} flows ({names}), but a {} is defined by exactly one query",
+                        d.dataset_type().describe()
+                    ))
+                    .subject(d.subject())
+                    .origin(d.origin.clone())
+                    .help("make it a streaming table to take several flows, or union the queries into one"),
+                );
+            }
+        }
+    }
+
+    /// Calls every flow's query function (a panic is a problem, not a crash) and reads its trigger.
+    fn build_plans(&mut self) {
+        let Build {
+            decls,
+            flows,
+            plans,
+            triggers,
+            diags,
+            ..
+        } = self;
+        for f in flows.values() {
+            let mut conf = decls.configuration.clone();
+            conf.extend(f.conf.clone());
+            match Trigger::from_conf(&f.conf) {
+                Ok(t) => {
+                    let spec_trigger = decls
+                        .flow_settings
+                        .get(&f.name)
+                        .and_then(|s| s.trigger.clone());
+                    triggers.insert(
+                        f.name.clone(),
+                        spec_trigger.or(t).unwrap_or(Trigger::Default),
+                    );
+                }
+                Err(e) => diags.push(
+                    Diagnostic::new(e.to_string())
+                        .subject(f.subject())
+                        .origin(f.origin.clone()),
+                ),
+            }
+            let session = Session::new()
+                .with_conf(conf)
+                .with_flow_name(f.name.clone());
+            let built = std::panic::catch_unwind(AssertUnwindSafe(|| f.query.build(&session)));
+            match built {
+                Ok(Ok(df)) => {
+                    plans.insert(f.name.clone(), df);
+                }
+                Ok(Err(e)) => diags.push(error_diagnostic(f, "could not build its query", e)),
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".to_string());
+                    diags.push(
+                        Diagnostic::new(format!("its query function panicked: {what}"))
+                            .subject(f.subject())
+                            .origin(f.origin.clone())
+                            .help("return an error with `?` instead of panicking"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// What each plan reads exists and may be read that way; streaming and batch queries fit their targets.
+    fn check_reads(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            plans,
+            reads_of,
+            diags,
+            ..
+        } = self;
+        for (name, plan) in plans.iter() {
+            let f = &flows[name];
+            let reads = plan.datasets_read();
+            for (ds, streaming) in &reads {
+                match datasets.get(ds) {
+                    None => {
+                        let mut help =
+                            "declare it with #[table] / #[materialized_view] / #[temporary_view] or under `tables:` in the spec"
+                                .to_string();
+                        if let Some(s) = did_you_mean(ds, datasets.keys().map(String::as_str)) {
+                            help = format!("did you mean `{s}`? or {help}");
+                        }
+                        diags.push(
+                            Diagnostic::new(format!("reads `{ds}`, which is not declared"))
+                                .subject(f.subject())
+                                .origin(f.origin.clone())
+                                .help(help),
+                        );
+                    }
+                    Some(d) if d.dataset_type() == DatasetType::Sink => diags.push(
+                        Diagnostic::new(format!("reads sink `{ds}`, but sinks are write-only"))
+                            .subject(f.subject())
+                            .origin(f.origin.clone())
+                            .help("write into a streaming table instead and read that, or read the sink's storage as a source"),
+                    ),
+                    Some(d) if *streaming && d.dataset_type() == DatasetType::MaterializedView => diags.push(
+                        Diagnostic::new(format!(
+                            "reads materialized view `{ds}` as a stream, but materialized views are recomputed, not appended to"
+                        ))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help(format!("use read_table(\"{ds}\"), or make `{ds}` a streaming table")),
+                    ),
+                    Some(_) => {}
+                }
+            }
+            let streaming = plan.is_streaming();
+            if let Some(target) = datasets.get(&f.target) {
+                match target.dataset_type() {
+                    DatasetType::MaterializedView if streaming => diags.push(
+                        Diagnostic::new(format!(
+                            "returns a streaming query, but its target `{}` is a materialized view, which takes batch queries",
+                            f.target
+                        ))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help(format!(
+                            "read with read() / read_table(...), or declare `{}` as a streaming table with #[table]",
+                            f.target
+                        )),
+                    ),
+                    DatasetType::StreamingTable | DatasetType::Sink if !streaming && !f.once => diags.push(
+                        Diagnostic::new(format!(
+                            "returns a batch query, but its target `{}` is a {}, which takes streaming queries",
+                            f.target,
+                            target.dataset_type().describe()
+                        ))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help("read with read_stream() / read_stream_table(...), or set `once = true` to run the batch query a single time"),
+                    ),
+                    _ => {}
+                }
+            }
+            if f.once && streaming {
+                diags.push(
+                    Diagnostic::new("is declared `once = true` but returns a streaming query")
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help("read with read() / read_table(...) for a one-time backfill, or remove `once = true`"),
+                );
+            }
+            reads_of.insert(name.clone(), reads);
+        }
+    }
+
+    /// The graph of datasets and flows, its cycles, and the flows' topological order.
+    fn dataflow_graph(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            reads_of,
+            graph,
+            order,
+            diags,
+            ..
+        } = self;
+        let mut dataset_idx: BTreeMap<String, NodeIndex> = BTreeMap::new();
+        let mut flow_idx: BTreeMap<String, NodeIndex> = BTreeMap::new();
+        for name in datasets.keys() {
+            dataset_idx.insert(
+                name.clone(),
+                graph.add_node(GraphNode::Dataset(name.clone())),
+            );
+        }
+        for name in flows.keys() {
+            flow_idx.insert(name.clone(), graph.add_node(GraphNode::Flow(name.clone())));
+        }
+        for f in flows.values() {
+            let fi = flow_idx[&f.name];
+            if let Some(&ti) = dataset_idx.get(&f.target) {
+                graph.add_edge(fi, ti, ());
+            }
+            for (ds, _) in reads_of.get(&f.name).into_iter().flatten() {
+                if let Some(&di) = dataset_idx.get(ds) {
+                    if !graph.contains_edge(di, fi) {
+                        graph.add_edge(di, fi, ());
+                    }
+                }
+            }
+        }
+        for scc in petgraph::algo::tarjan_scc(&*graph) {
+            let cyclic = scc.len() > 1 || graph.contains_edge(scc[0], scc[0]);
+            if !cyclic {
+                continue;
+            }
+            let path = cycle_path(graph, &scc);
+            let first_flow = path.iter().find_map(|&i| match &graph[i] {
+                GraphNode::Flow(n) => Some(n.clone()),
+                GraphNode::Dataset(_) => None,
+            });
+            let shown = path
+                .iter()
+                .chain(path.first())
+                .map(|&i| match &graph[i] {
+                    GraphNode::Dataset(n) => format!("`{n}`"),
+                    GraphNode::Flow(n) => format!("(flow `{n}`)"),
+                })
+                .collect::<Vec<_>>()
+                .join(" → ");
+            let origin = first_flow.as_ref().and_then(|n| flows[n].origin.clone());
+            diags.push(
+                Diagnostic::new(format!("datasets depend on each other in a cycle: {shown}"))
+                    .subject(format!("flow `{}`", first_flow.unwrap_or_default()))
+                    .origin(origin)
+                    .help("a flow cannot read, directly or through other flows, the dataset it writes; read a source or an upstream dataset instead"),
+            );
+        }
+
+        // Topological order of the acyclic part (Kahn's algorithm; ties by name,
+        // so the order is stable and predictable).
+        *order = topological_flows(graph);
+    }
+
+    /// Resolves each plan in order against the schemas of what it reads; checks merge keys, sink columns and declared schemas.
+    fn resolve_schemas(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            plans,
+            reads_of,
+            order,
+            schemas,
+            resolved,
+            diags,
+            ..
+        } = self;
+        let mut declared: BTreeMap<String, SchemaRef> = BTreeMap::new();
+        for d in datasets.values() {
+            if let Some(ddl) = &d.schema {
+                match crate::plan::ddl::parse_ddl(ddl) {
+                    Ok(s) => {
+                        declared.insert(d.name.clone(), s.clone());
+                        schemas.insert(d.name.clone(), s);
+                    }
+                    Err(e) => diags.push(plan_diagnostic(
+                        &d.subject(),
+                        &d.origin,
+                        "has an invalid schema",
+                        e,
+                    )),
+                }
+            }
+        }
+        let mut schema_source: BTreeMap<String, String> = BTreeMap::new();
+        for name in order.iter() {
+            let Some(plan) = plans.get(name) else {
+                continue;
+            };
+            let f = &flows[name];
+            let reads = &reads_of[name];
+            // Upstream failed or is unknown: already reported, don't cascade.
+            if reads.iter().any(|(ds, _)| !schemas.contains_key(ds)) {
+                continue;
+            }
+            match plan.resolve(&SchemaCatalog(schemas)) {
+                Ok(r) => {
+                    let schema = r.schema();
+                    if let Some(target) = datasets.get(&f.target) {
+                        for key in &target.merge_keys {
+                            if schema.fields().iter().all(|c| c.name() != key) {
+                                let names: Vec<&str> =
+                                    schema.fields().iter().map(|c| c.name().as_str()).collect();
+                                let help = match did_you_mean(key, names.iter().copied()) {
+                                    Some(s) => format!("did you mean `{s}`? merge keys must be columns of the flow's output"),
+                                    None => format!("merge keys must be columns of the flow's output: {}", names.join(", ")),
+                                };
+                                diags.push(
+                                    Diagnostic::new(format!(
+                                        "merge key `{key}` of {} is not a column of its output",
+                                        target.subject()
+                                    ))
+                                    .subject(f.subject())
+                                    .origin(f.origin.clone())
+                                    .help(help),
+                                );
+                            }
+                        }
+                        sink_columns(f, target, &schema, diags);
+                        if let Some(expected) = declared.get(&target.name) {
+                            if let Some(problem) = schema_difference(expected, &schema) {
+                                diags.push(
+                                    Diagnostic::new(format!(
+                                        "its query does not match the declared schema of {}: {problem}",
+                                        target.subject()
+                                    ))
+                                    .subject(f.subject())
+                                    .origin(f.origin.clone())
+                                    .help("change the query's columns, or the table's `schema`"),
+                                );
+                            }
+                        } else if let Some(first) = schema_source.get(&target.name) {
+                            if let Some(problem) =
+                                schema_difference(&schemas[&target.name], &schema)
+                            {
+                                diags.push(
+                                    Diagnostic::new(format!(
+                                        "writes different columns into {} than flow `{first}`: {problem}",
+                                        target.subject()
+                                    ))
+                                    .subject(f.subject())
+                                    .origin(f.origin.clone())
+                                    .help("flows into one table must produce the same columns; add, cast or drop columns so both match"),
+                                );
+                            }
+                        } else {
+                            // A dataset's rows carry no watermark: a flow reading
+                            // it declares its own (as in Spark).
+                            schemas.insert(target.name.clone(), without_watermarks(&schema));
+                            schema_source.insert(target.name.clone(), f.name.clone());
+                        }
+                    }
+                    resolved.insert(name.clone(), r);
+                }
+                Err(errors) => {
+                    for e in errors {
+                        diags.push(plan_diagnostic(&f.subject(), &f.origin, "", e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Spark's query-shape rules per flow and output mode, and the real-time rules.
+    fn check_query_shapes(&mut self) {
+        let Build {
+            decls,
+            datasets,
+            flows,
+            plans,
+            triggers,
+            order,
+            resolved,
+            modes,
+            diags,
+            ..
+        } = self;
+        for name in order.iter() {
+            let (Some(plan), Some(mode)) = (resolved.get(name), modes.get(name)) else {
+                continue;
+            };
+            for d in checks::check_query(&flows[name], plan, *mode) {
+                diags.push(d);
+            }
+            let f = &flows[name];
+            if let (Some(Trigger::RealTime { .. }), Some(df), Some(target)) =
+                (triggers.get(name), plans.get(name), datasets.get(&f.target))
+            {
+                let late = decls
+                    .flow_settings
+                    .get(name)
+                    .and_then(|s| s.options.get(LATE_ROWS_TO))
+                    .or_else(|| f.conf.get(LATE_ROWS_TO))
+                    .and_then(|late| datasets.get(late));
+                for d in real_time_checks::check_real_time(f, df, *mode, target, late) {
+                    diags.push(d);
+                }
+            }
+        }
+    }
+
+    /// The validated graph, or every problem found.
+    fn finish(self) -> Result<PipelineGraph, Diagnostics> {
+        let Build {
+            decls,
+            diags,
+            datasets,
+            flows,
+            mut modes,
+            mut flows_of,
+            mut plans,
+            mut triggers,
+            mut reads_of,
+            graph,
+            order,
+            schemas,
+            mut resolved,
+            ..
+        } = self;
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+
+        let mut flow_nodes = BTreeMap::new();
+        for (name, f) in flows {
+            let plan = plans.remove(&name).expect("validated flows have plans");
+            let schema = resolved
+                .remove(&name)
+                .expect("validated flows are resolved")
+                .schema();
+            let output_mode = modes
+                .remove(&name)
+                .expect("validated flows have an output mode");
+            let settings = decls.flow_settings.get(&name).cloned().unwrap_or_default();
+            flow_nodes.insert(
+                name.clone(),
+                FlowNode {
+                    streaming: plan.is_streaming(),
+                    output_mode,
+                    trigger: triggers.remove(&name).unwrap_or(Trigger::Default),
+                    options: settings.options,
+                    reads: reads_of.remove(&name).unwrap_or_default(),
+                    def: f,
+                    plan,
+                    schema,
+                },
+            );
+        }
+        let dataset_nodes = datasets
+            .into_iter()
+            .map(|(name, def)| {
+                let node = DatasetNode {
+                    schema: schemas.get(&name).cloned(),
+                    flows: flows_of.remove(&name).unwrap_or_default(),
+                    def,
+                };
+                (name, node)
+            })
+            .collect();
+        Ok(PipelineGraph {
+            name: decls.name.clone(),
+            configuration: decls.configuration.clone(),
+            datasets: dataset_nodes,
+            flows: flow_nodes,
+            flow_order: order,
+            graph,
+        })
+    }
+}
+
+/// The output mode a flow writes with, and the single source of truth for
+/// it ([`FlowNode::output_mode`]): the `pipelines.outputMode` option of the
+/// flow in the spec (`flows: { f: { options: { pipelines.outputMode: complete } } }`),
+/// else the flow's `conf("pipelines.outputMode" = "...")`, else update for
+/// `#[update_flow]` and append for every other flow.
+///
+/// Values are `append`, `update` or `complete` (any case). Complete is
+/// allowed for both kinds of flow; `update` on an append flow and `append` on
+/// an update flow are errors, as is an unknown value. Every problem is
+/// returned, pointing at the spec line or the declaration that set it.
+pub fn output_mode_of(
+    f: &FlowDef,
+    settings: Option<&FlowSettings>,
+) -> Result<OutputMode, Vec<Diagnostic>> {
+    let default = match f.kind {
+        FlowKind::Update => OutputMode::Update,
+        FlowKind::Append => OutputMode::Append,
+    };
+    let from_spec = settings.and_then(|s| {
+        s.options.get(OUTPUT_MODE_CONF_KEY).map(|v| {
+            let origin = s
+                .option_origins
+                .get(OUTPUT_MODE_CONF_KEY)
+                .cloned()
+                .or_else(|| s.origin.clone());
+            (v, origin)
+        })
+    });
+    let from_conf = f
+        .conf
+        .get(OUTPUT_MODE_CONF_KEY)
+        .map(|v| (v, f.origin.clone()));
+    let mut chosen = None;
+    let mut errors = Vec::new();
+    for (value, origin) in from_spec.into_iter().chain(from_conf) {
+        let problem = match (OutputMode::parse(value), f.kind) {
+            (None, _) => Diagnostic::new(format!(
+                "invalid `{OUTPUT_MODE_CONF_KEY}` value `{value}`"
+            ))
+            .help("use one of: append, update, complete"),
+            (Some(OutputMode::Update), FlowKind::Append) => Diagnostic::new(format!(
+                "`{OUTPUT_MODE_CONF_KEY}` is `update`, but this is an append flow"
+            ))
+            .help(format!(
+                "declare it with #[update_flow(target = \"...\")] to write updates to a sink, or set `{OUTPUT_MODE_CONF_KEY}` to `append` or `complete`"
+            )),
+            (Some(OutputMode::Append), FlowKind::Update) => Diagnostic::new(format!(
+                "`{OUTPUT_MODE_CONF_KEY}` is `append`, but this is an update flow"
+            ))
+            .help(format!(
+                "declare it with #[append_flow(target = \"{}\")], or set `{OUTPUT_MODE_CONF_KEY}` to `update` or `complete`",
+                f.target
+            )),
+            (Some(mode), _) => {
+                chosen = chosen.or(Some(mode));
+                continue;
+            }
+        };
+        errors.push(problem.subject(f.subject()).origin(origin));
+    }
+    if errors.is_empty() {
+        Ok(chosen.unwrap_or(default))
+    } else {
+        Err(errors)
+    }
+}
+
+/// The problem when `target` cannot take `mode` (Spark's sink capabilities,
+/// [`accepted_modes`]): sinks are checked for every mode, streaming tables for
+/// complete (update into a table is refused as "update flows can only target
+/// sinks").
+fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Option<Diagnostic> {
+    let is_sink = match target.dataset_type() {
+        DatasetType::Sink => true,
+        DatasetType::StreamingTable if mode != OutputMode::Append => false,
+        _ => return None,
+    };
+    let format = match &target.format {
+        Some(fmt) => crate::connector::normalize(fmt),
+        None if is_sink => return None,
+        None => crate::connector::default_table_format().to_string(),
+    };
+    let modes =
+        crate::connector::accepted_modes(&format, is_sink && !target.merge_keys.is_empty())?;
+    if modes.contains(&mode) {
+        return None;
+    }
+    let what = if is_sink {
+        format!("sink `{}` ({format})", target.name)
+    } else {
+        format!("streaming table `{}` ({format})", target.name)
+    };
+    let special = crate::connector::sink(&format).and_then(|s| s.mode_help(mode));
+    let help = match (mode, special) {
+        (_, Some(help)) => help.to_string(),
+        (OutputMode::Update, None) => format!(
+            "{format} sinks take {} only: use #[append_flow], or write to a sink that takes updates (kafka, foreach_batch, delta with merge_keys)",
+            describe_modes(modes)
+        ),
+        _ => format!(
+            "{format} {} take {} only: use append mode, or write complete results to a sink that takes them ({})",
+            if is_sink { "sinks" } else { "tables" },
+            describe_modes(modes),
+            crate::connector::complete_mode_sink_names().join(", ")
+        ),
+    };
+    Some(
+        Diagnostic::new(format!(
+            "{what} does not accept {mode} output mode; it accepts {}",
+            describe_modes(modes)
+        ))
+        .subject(f.subject())
+        .origin(f.origin.clone())
+        .help(help),
+    )
+}
+
+/// The columns a flow writes must suit its sink (a Kafka sink needs a
+/// `value`, and the other columns it takes with their types): asked of the
+/// sink's connector.
+fn sink_columns(f: &FlowDef, target: &DatasetDef, schema: &SchemaRef, diags: &mut Diagnostics) {
+    if target.dataset_type() != DatasetType::Sink {
+        return;
+    }
+    let Some(sink) = target.format.as_deref().and_then(crate::connector::sink) else {
+        return;
+    };
+    for (message, help) in sink.check_schema(schema, &target.options) {
+        diags.push(
+            Diagnostic::new(format!("writes to {}: {message}", target.subject()))
+                .subject(f.subject())
+                .origin(f.origin.clone())
+                .help(help),
+        );
+    }
+}
+
+/// How to name a dataset or flow.
+const NAME_HELP: &str =
+    "use letters, digits, `_`, `-` and `.`; names are directories under the storage path";
+
+/// Why `name` cannot be a directory under the storage path (tables and
+/// checkpoints live at `<storage>/tables/<name>` and
+/// `<storage>/checkpoints/<flow>`), or `None` when it can.
+fn unsafe_name(name: &str) -> Option<&'static str> {
+    if name == "." || name == ".." {
+        Some("would point outside its directory under the storage path")
+    } else if name.contains(['/', '\\']) {
+        Some("contains a path separator, so its table or checkpoint would not stay under the storage path")
+    } else if name.contains('\0') || name.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else {
+        None
+    }
+}
+
+/// `merge_keys` on a target that does not take them, naming the sinks that do.
+fn misplaced_merge_keys() -> Diagnostic {
+    let upsert: Vec<&str> = crate::connector::sink_names()
+        .into_iter()
+        .filter(|n| crate::connector::sink(n).is_some_and(|c| c.takes_merge_keys()))
+        .collect();
+    let titles: Vec<String> = upsert.iter().map(|n| crate::connector::title(n)).collect();
+    let formats: Vec<String> = upsert.iter().map(|n| format!("`format: {n}`")).collect();
+    Diagnostic::new(format!(
+        "`merge_keys` only applies to {} sinks",
+        titles.join(" and ")
+    ))
+    .help(format!(
+        "remove `merge_keys`, or declare the sink with {}",
+        formats.join(" or ")
+    ))
+}
+
+fn at(origin: &Option<Origin>) -> String {
+    origin
+        .as_ref()
+        .map(|o| format!(" at {o}"))
+        .unwrap_or_default()
+}
+
+fn error_diagnostic(f: &FlowDef, context: &str, e: crate::error::Error) -> Diagnostic {
+    match e {
+        crate::error::Error::Plan(p) => plan_diagnostic(&f.subject(), &f.origin, context, p),
+        other => Diagnostic::new(format!("{context}: {other}"))
+            .subject(f.subject())
+            .origin(f.origin.clone()),
+    }
+}
+
+fn plan_diagnostic(
+    subject: &str,
+    origin: &Option<Origin>,
+    context: &str,
+    e: PlanError,
+) -> Diagnostic {
+    let message = if context.is_empty() {
+        e.message
+    } else {
+        format!("{context}: {}", e.message)
+    };
+    let mut d = Diagnostic::new(message)
+        .subject(subject)
+        .origin(origin.clone());
+    d.help = e.help;
+    d
+}
+
+/// Describes how `actual` differs from `expected` (names and types, by position), if it does.
+fn schema_difference(expected: &SchemaRef, actual: &SchemaRef) -> Option<String> {
+    let show = |s: &SchemaRef| {
+        s.fields()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f.name(),
+                    crate::plan::ddl::type_to_ddl(f.data_type())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let same = expected.fields().len() == actual.fields().len()
+        && expected
+            .fields()
+            .iter()
+            .zip(actual.fields().iter())
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if same {
+        None
+    } else {
+        Some(format!(
+            "expected ({}), got ({})",
+            show(expected),
+            show(actual)
+        ))
+    }
+}
+
+/// Flow names in dependency order; flows on or behind a cycle are left out.
+fn topological_flows(graph: &DiGraph<GraphNode, ()>) -> Vec<String> {
+    let key = |i: NodeIndex| match &graph[i] {
+        GraphNode::Dataset(n) => (n.clone(), 0u8, i),
+        GraphNode::Flow(n) => (n.clone(), 1u8, i),
+    };
+    let mut indegree: BTreeMap<NodeIndex, usize> = BTreeMap::new();
+    for i in graph.node_indices() {
+        indegree.insert(
+            i,
+            graph
+                .neighbors_directed(i, petgraph::Direction::Incoming)
+                .count(),
+        );
+    }
+    let mut ready: BTreeSet<(String, u8, NodeIndex)> = indegree
+        .iter()
+        .filter(|(_, &d)| d == 0)
+        .map(|(&i, _)| key(i))
+        .collect();
+    let mut order = Vec::new();
+    while let Some(next) = ready.pop_first() {
+        let i = next.2;
+        if let GraphNode::Flow(n) = &graph[i] {
+            order.push(n.clone());
+        }
+        for t in graph.neighbors_directed(i, petgraph::Direction::Outgoing) {
+            if let Some(d) = indegree.get_mut(&t) {
+                *d -= 1;
+                if *d == 0 {
+                    ready.insert(key(t));
+                }
+            }
+        }
+    }
+    order
+}
+
+/// One cycle through the nodes of a strongly connected component, in edge order.
+fn cycle_path(graph: &DiGraph<GraphNode, ()>, scc: &[NodeIndex]) -> Vec<NodeIndex> {
+    let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+    // Start from the dataset with the smallest name for a stable message.
+    let start = scc
+        .iter()
+        .copied()
+        .filter(|&i| matches!(graph[i], GraphNode::Dataset(_)))
+        .min_by_key(|&i| match &graph[i] {
+            GraphNode::Dataset(n) | GraphNode::Flow(n) => n.clone(),
+        })
+        .unwrap_or(scc[0]);
+    // Breadth-first search for the shortest way back to `start`.
+    let name = |i: NodeIndex| match &graph[i] {
+        GraphNode::Dataset(n) | GraphNode::Flow(n) => n.clone(),
+    };
+    let mut parent: BTreeMap<NodeIndex, NodeIndex> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(current) = queue.pop_front() {
+        let mut next: Vec<NodeIndex> = graph
+            .edges(current)
+            .map(|e| e.target())
+            .filter(|t| members.contains(t))
+            .collect();
+        next.sort_by_key(|&i| name(i));
+        for n in next {
+            if n == start {
+                let mut path = vec![current];
+                let mut at = current;
+                while let Some(&p) = parent.get(&at) {
+                    path.push(p);
+                    at = p;
+                }
+                if *path.last().unwrap_or(&start) != start {
+                    path.push(start);
+                }
+                path.reverse();
+                path.dedup();
+                return path;
+            }
+            if n != start && !parent.contains_key(&n) {
+                parent.insert(n, current);
+                queue.push_back(n);
+            }
+        }
+    }
+    vec![start]
+}

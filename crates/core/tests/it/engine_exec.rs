@@ -1,0 +1,1155 @@
+//! `CompiledPlan`: a flow's plan over micro-batches (exact rows).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Array, StringArray, StructArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use pipelines_core::engine::exec::{max_event_time_ms, BatchContext, BatchOutput, CompiledPlan};
+use pipelines_core::formats::OutputMode;
+use pipelines_core::plan::functions::{col, lit, tumbling_window, window};
+use pipelines_core::prelude::*;
+use pipelines_core::Error;
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+fn stream(name: &str, ddl: &str) -> DataFrame {
+    Session::new()
+        .read_stream()
+        .format("memory")
+        .schema(ddl)
+        .load(name)
+        .unwrap()
+}
+
+fn batch_source(name: &str, ddl: &str) -> DataFrame {
+    Session::new()
+        .read()
+        .format("memory")
+        .schema(ddl)
+        .load(name)
+        .unwrap()
+}
+
+fn compile_with(df: &DataFrame, catalog: &HashMap<String, SchemaRef>) -> CompiledPlan {
+    let resolved = df.resolve(catalog).unwrap();
+    CompiledPlan::compile("f", df, &resolved, 2).unwrap()
+}
+
+fn compile(df: &DataFrame) -> CompiledPlan {
+    compile_with(df, &HashMap::new())
+}
+
+fn compile_err(df: &DataFrame) -> PlanError {
+    let resolved = df.resolve(&HashMap::new()).unwrap();
+    match CompiledPlan::compile("f", df, &resolved, 2) {
+        Err(Error::Plan(e)) => e,
+        Err(other) => panic!("expected a plan error, got {other}"),
+        Ok(_) => panic!("expected an error"),
+    }
+}
+
+fn run(plan: &mut CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> Vec<RecordBatch> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let out = rt.block_on(plan.execute(inputs)).unwrap();
+    for b in &out {
+        assert_eq!(b.schema(), plan.schema(), "output batch schema");
+    }
+    out
+}
+
+fn i64s(v: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(v.to_vec()))
+}
+
+fn i32s(v: &[i32]) -> ArrayRef {
+    Arc::new(Int32Array::from(v.to_vec()))
+}
+
+fn strs(v: &[&str]) -> ArrayRef {
+    Arc::new(StringArray::from(v.to_vec()))
+}
+
+fn ts(v: &[i64]) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(v.to_vec()).with_timezone("UTC"))
+}
+
+fn batch(schema: &SchemaRef, cols: Vec<ArrayRef>) -> RecordBatch {
+    RecordBatch::try_new(schema.clone(), cols).unwrap()
+}
+
+/// Rows as text, `a|b|c`, in output order.
+fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    let opts = FormatOptions::default().with_null("null");
+    let mut out = Vec::new();
+    for b in batches {
+        let fmts: Vec<ArrayFormatter> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = fmts.iter().map(|f| f.value(r).to_string()).collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn names(schema: &SchemaRef) -> Vec<String> {
+    schema.fields().iter().map(|f| f.name().clone()).collect()
+}
+
+const EVENTS: &str = "level STRING, n BIGINT, msg STRING";
+
+fn events(plan: &CompiledPlan, leaf: usize) -> RecordBatch {
+    batch(
+        &plan.leaves()[leaf].schema,
+        vec![
+            strs(&["ERROR", "INFO", "ERROR", "WARN", "ERROR"]),
+            i64s(&[1, 2, 3, 4, 5]),
+            strs(&["a", "b", "c", "d", "e"]),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Stateless operators
+// ---------------------------------------------------------------------------
+
+#[test]
+fn filter_with_sql_keeps_matching_rows_in_order() {
+    let df = stream("events", EVENTS).filter("level = 'ERROR'").unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 1);
+    assert!(plan.leaves()[0].streaming);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["ERROR|1|a", "ERROR|3|c", "ERROR|5|e"]);
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+}
+
+#[test]
+fn filter_with_expr() {
+    let df = stream("events", EVENTS)
+        .filter(col("n").gt(lit(3i64)))
+        .unwrap();
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["WARN|4|d", "ERROR|5|e"]);
+}
+
+#[test]
+fn select_and_select_expr_with_cast() {
+    let df = stream("events", EVENTS)
+        .select([col("msg"), (col("n") * lit(2i64)).alias("twice")])
+        .unwrap()
+        .select_expr(["CAST(twice AS INT) AS t", "upper(msg) AS m", "twice + 1"])
+        .unwrap();
+    let mut plan = compile(&df);
+    let schema = plan.schema();
+    assert_eq!(names(&schema), ["t", "m", "twice + 1"]);
+    assert_eq!(
+        schema.field(0).data_type(),
+        &arrow::datatypes::DataType::Int32
+    );
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["2|A|3", "4|B|5", "6|C|7", "8|D|9", "10|E|11"]);
+    assert_eq!(
+        out[0].schema(),
+        df.resolve(&HashMap::new()).unwrap().schema()
+    );
+}
+
+#[test]
+fn select_star_and_sql_cast_to_string() {
+    let df = stream("events", EVENTS)
+        .select_expr(["*", "CAST(n AS STRING) AS s"])
+        .unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["level", "n", "msg", "s"]);
+    assert_eq!(
+        plan.schema().field(3).data_type(),
+        &arrow::datatypes::DataType::Utf8
+    );
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out)[1], "INFO|2|b|2");
+}
+
+#[test]
+fn with_column_adds_and_replaces_in_place() {
+    let df = stream("events", EVENTS)
+        .with_column("n", "n * 100")
+        .unwrap()
+        .with_column("tag", "concat(level, '-', msg)")
+        .unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["level", "n", "msg", "tag"]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(
+        rows(&out),
+        [
+            "ERROR|100|a|ERROR-a",
+            "INFO|200|b|INFO-b",
+            "ERROR|300|c|ERROR-c",
+            "WARN|400|d|WARN-d",
+            "ERROR|500|e|ERROR-e"
+        ]
+    );
+}
+
+#[test]
+fn with_column_renamed_and_drop() {
+    let df = stream("events", EVENTS)
+        .with_column_renamed("msg", "message")
+        .unwrap()
+        .drop(["level"])
+        .unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["n", "message"]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["1|a", "2|b", "3|c", "4|d", "5|e"]);
+}
+
+#[test]
+fn union_of_two_streams_widens_types() {
+    let a = stream("a", "id INT, name STRING");
+    let b = stream("b", "id BIGINT, label STRING");
+    let df = a.union(&b).unwrap().filter("id > 1").unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 2);
+    assert_eq!(names(&plan.schema()), ["id", "name"]);
+    assert_eq!(
+        plan.schema().field(0).data_type(),
+        &arrow::datatypes::DataType::Int64
+    );
+    let ba = batch(
+        &plan.leaves()[0].schema,
+        vec![i32s(&[1, 2]), strs(&["x", "y"])],
+    );
+    let bb = batch(
+        &plan.leaves()[1].schema,
+        vec![i64s(&[3, 1, 4]), strs(&["p", "q", "r"])],
+    );
+    let inputs = vec![vec![ba], vec![bb]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(sorted(rows(&out)), ["2|y", "3|p", "4|r"]);
+}
+
+#[test]
+fn union_with_one_empty_side() {
+    let a = stream("a", "id BIGINT");
+    let b = stream("b", "id BIGINT");
+    let mut plan = compile(&a.union(&b).unwrap());
+    let ba = batch(&plan.leaves()[0].schema, vec![i64s(&[7, 8])]);
+    let inputs = vec![vec![ba], vec![]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["7", "8"]);
+}
+
+#[test]
+fn with_watermark_passes_rows_and_reports_the_column() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .filter("user <> 'bot'")
+        .unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(plan.watermarks(), [("ts".to_string(), 600_000)]);
+    // The watermark metadata is on the output column, as resolved.
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![
+            ts(&[1_000_000, 5_000_500, 3_000_000]),
+            strs(&["u1", "bot", "u2"]),
+        ],
+    );
+    let inputs = vec![vec![input.clone()]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(
+        rows(&out),
+        ["1970-01-01T00:00:01Z|u1", "1970-01-01T00:00:03Z|u2"]
+    );
+    assert_eq!(max_event_time_ms(&out, "ts"), Some(3_000));
+    assert_eq!(max_event_time_ms(&[input], "TS"), Some(5_000));
+    assert_eq!(max_event_time_ms(&out, "user"), None);
+    assert_eq!(max_event_time_ms(&[], "ts"), None);
+}
+
+#[test]
+fn tumbling_window_column_values() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .select([tumbling_window(col("ts"), "10 minutes"), col("user")])
+        .unwrap()
+        .select_expr(["window.start AS ws", "window.end AS we", "user"])
+        .unwrap();
+    let mut plan = compile(&df);
+    let min = 60_000_000i64;
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![
+            ts(&[0, 9 * min + 59_999_999, 10 * min, 25 * min]),
+            strs(&["a", "b", "c", "d"]),
+        ],
+    );
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(
+        rows(&out),
+        [
+            "1970-01-01T00:00:00Z|1970-01-01T00:10:00Z|a",
+            "1970-01-01T00:00:00Z|1970-01-01T00:10:00Z|b",
+            "1970-01-01T00:10:00Z|1970-01-01T00:20:00Z|c",
+            "1970-01-01T00:20:00Z|1970-01-01T00:30:00Z|d"
+        ]
+    );
+}
+
+#[test]
+fn window_struct_in_select_and_sql_window() {
+    let df = stream("clicks", "ts TIMESTAMP, user STRING")
+        .select_expr(["window(ts, '1 hour') AS w", "user"])
+        .unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(names(&plan.schema()), ["w", "user"]);
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![ts(&[3_600_000_000 + 5]), strs(&["a"])],
+    );
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
+    let w = out[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<StructArray>()
+        .unwrap();
+    let start = w
+        .column(0)
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .unwrap();
+    let end = w
+        .column(1)
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .unwrap();
+    assert_eq!(start.value(0), 3_600_000_000);
+    assert_eq!(end.value(0), 7_200_000_000);
+}
+
+// ---------------------------------------------------------------------------
+// Stream-static joins
+// ---------------------------------------------------------------------------
+
+fn dim_catalog() -> HashMap<String, SchemaRef> {
+    let mut c = HashMap::new();
+    c.insert(
+        "users".to_string(),
+        Arc::new(
+            pipelines_core::plan::ddl::parse_ddl_schema("user_id BIGINT, country STRING").unwrap(),
+        ),
+    );
+    c
+}
+
+fn users(plan: &CompiledPlan) -> RecordBatch {
+    batch(
+        &plan.leaves()[1].schema,
+        vec![i64s(&[1, 2, 3]), strs(&["FR", "DE", "US"])],
+    )
+}
+
+fn clicks(plan: &CompiledPlan, ids: &[i64]) -> RecordBatch {
+    let pages: Vec<String> = ids.iter().map(|i| format!("p{i}")).collect();
+    let pages: Vec<&str> = pages.iter().map(String::as_str).collect();
+    batch(&plan.leaves()[0].schema, vec![i64s(ids), strs(&pages)])
+}
+
+#[test]
+fn stream_static_inner_join_using() {
+    let s = Session::new();
+    let df = stream("clicks", "user_id BIGINT, page STRING")
+        .join_using(
+            &s.read_table("users").unwrap(),
+            ["user_id"],
+            JoinType::Inner,
+        )
+        .unwrap();
+    let mut plan = compile_with(&df, &dim_catalog());
+    assert_eq!(plan.leaves().len(), 2);
+    assert!(plan.leaves()[0].streaming);
+    assert!(!plan.leaves()[1].streaming);
+    assert_eq!(names(&plan.schema()), ["user_id", "page", "country"]);
+    let inputs = vec![vec![clicks(&plan, &[1, 3, 9, 1])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(sorted(rows(&out)), ["1|p1|FR", "1|p1|FR", "3|p3|US"]);
+}
+
+#[test]
+fn stream_static_left_outer_join_on_condition() {
+    let s = Session::new();
+    let df = stream("clicks", "uid BIGINT, page STRING")
+        .join(
+            &s.read_table("users").unwrap(),
+            "left.uid = right.user_id",
+            JoinType::LeftOuter,
+        )
+        .unwrap();
+    let mut plan = compile_with(&df, &dim_catalog());
+    assert_eq!(names(&plan.schema()), ["uid", "page", "user_id", "country"]);
+    let inputs = vec![vec![clicks(&plan, &[2, 9])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(sorted(rows(&out)), ["2|p2|2|DE", "9|p9|null|null"]);
+    assert_eq!(plan.schema(), df.resolve(&dim_catalog()).unwrap().schema());
+}
+
+#[test]
+fn join_runs_again_with_new_rows_on_both_sides() {
+    let s = Session::new();
+    let df = stream("clicks", "user_id BIGINT, page STRING")
+        .join_using(
+            &s.read_table("users").unwrap(),
+            ["user_id"],
+            JoinType::LeftOuter,
+        )
+        .unwrap();
+    let mut plan = compile_with(&df, &dim_catalog());
+    let inputs = vec![vec![clicks(&plan, &[1])], vec![users(&plan)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["1|p1|FR"]);
+    // The static side changed: the join must see the new version.
+    let users2 = batch(&plan.leaves()[1].schema, vec![i64s(&[1]), strs(&["IT"])]);
+    let inputs = vec![vec![clicks(&plan, &[1, 2])], vec![users2]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(sorted(rows(&out)), ["1|p1|IT", "2|p2|null"]);
+}
+
+// ---------------------------------------------------------------------------
+// Batch plans use every operator
+// ---------------------------------------------------------------------------
+
+#[test]
+fn batch_group_by_count_and_order_by() {
+    let df = batch_source("events", EVENTS)
+        .group_by([col("level")])
+        .count()
+        .unwrap()
+        .order_by(["count DESC", "level"])
+        .unwrap();
+    let mut plan = compile(&df);
+    assert!(!plan.leaves()[0].streaming);
+    assert_eq!(names(&plan.schema()), ["level", "count"]);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["ERROR|3", "INFO|1", "WARN|1"]);
+    assert_eq!(plan.schema(), df.resolve(&HashMap::new()).unwrap().schema());
+}
+
+#[test]
+fn batch_aggregates_limit_and_distinct() {
+    let df = batch_source("events", EVENTS)
+        .group_by([col("level")])
+        .agg(["sum(n) AS total", "max(msg) AS last_msg"])
+        .unwrap()
+        .order_by(["total DESC"])
+        .unwrap()
+        .limit(2)
+        .unwrap();
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["ERROR|9|e", "WARN|4|d"]);
+    // Again, with other rows: the sort's top-k state must not leak.
+    let again = batch(
+        &plan.leaves()[0].schema,
+        vec![strs(&["A", "B"]), i64s(&[1, 2]), strs(&["x", "y"])],
+    );
+    let inputs = vec![vec![again]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["B|2|y", "A|1|x"]);
+
+    let dedup = batch_source("events", EVENTS)
+        .select(["level"])
+        .unwrap()
+        .drop_duplicates::<&str>(None)
+        .unwrap()
+        .order_by(["level"])
+        .unwrap();
+    let mut plan = compile(&dedup);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["ERROR", "INFO", "WARN"]);
+}
+
+#[test]
+fn batch_tumbling_window_aggregation() {
+    let df = batch_source("clicks", "ts TIMESTAMP, user STRING")
+        .group_by([tumbling_window(col("ts"), "10 minutes")])
+        .count()
+        .unwrap()
+        .select_expr(["window.start AS start", "count"])
+        .unwrap()
+        .order_by(["start"])
+        .unwrap();
+    let mut plan = compile(&df);
+    let min = 60_000_000i64;
+    let input = batch(
+        &plan.leaves()[0].schema,
+        vec![ts(&[min, 2 * min, 11 * min]), strs(&["a", "b", "c"])],
+    );
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(
+        rows(&out),
+        ["1970-01-01T00:00:00Z|2", "1970-01-01T00:10:00Z|1"]
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Stateful streaming operators
+// ---------------------------------------------------------------------------
+
+fn batch_ctx(id: u64, mode: OutputMode, late: Option<i64>, evict: Option<i64>) -> BatchContext {
+    BatchContext {
+        batch_id: id,
+        output_mode: mode,
+        watermark_for_late_ms: late,
+        watermark_for_eviction_ms: evict,
+        capture_late_rows: false,
+    }
+}
+
+fn run_batch(
+    plan: &mut CompiledPlan,
+    inputs: Vec<Vec<RecordBatch>>,
+    ctx: &BatchContext,
+) -> BatchOutput {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(plan.execute_batch(inputs, ctx)).unwrap()
+}
+
+fn logs(plan: &CompiledPlan, minutes: &[i64], services: &[&str]) -> RecordBatch {
+    RecordBatch::try_new(
+        plan.leaves()[0].schema.clone(),
+        vec![
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    minutes.iter().map(|m| m * 60_000_000).collect::<Vec<_>>(),
+                )
+                .with_data_type(plan.leaves()[0].schema.field(0).data_type().clone()),
+            ),
+            Arc::new(StringArray::from(services.to_vec())),
+        ],
+    )
+    .unwrap()
+}
+
+#[test]
+fn streaming_aggregation_keeps_state_and_emits_per_output_mode() {
+    let df = stream("logs", "ts TIMESTAMP, service STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "5 minutes"), col("service")])
+        .count()
+        .unwrap();
+    // Update mode: each batch emits the groups it changed.
+    let mut plan = compile(&df);
+    let ctx0 = batch_ctx(0, OutputMode::Update, Some(0), Some(0));
+    let b = logs(&plan, &[1, 2, 6], &["a", "a", "b"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx0);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:05:00Z}|a|2",
+            "{start: 1970-01-01T00:05:00Z, end: 1970-01-01T00:10:00Z}|b|1"
+        ]
+    );
+    assert_eq!(out.event_times, vec![(0, 6 * 60_000, 600_000)]);
+    assert_eq!(out.state_operators[0].num_rows_total, 2);
+    // Batch 1 runs with watermark 6 - 10 < 0 → nothing closes; a row for a
+    // known group updates it.
+    let ctx1 = batch_ctx(1, OutputMode::Update, Some(0), Some(0));
+    let b = logs(&plan, &[3, 20], &["a", "c"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx1);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:05:00Z}|a|3",
+            "{start: 1970-01-01T00:20:00Z, end: 1970-01-01T00:25:00Z}|c|1"
+        ]
+    );
+    // Batch 2 with watermark 10 min: windows ending at or before it are
+    // evicted; a row for [0, 5) judged against the late watermark (10 min) is dropped.
+    let ctx2 = batch_ctx(2, OutputMode::Update, Some(10 * 60_000), Some(10 * 60_000));
+    let b = logs(&plan, &[4, 21], &["a", "c"]);
+    let out = run_batch(&mut plan, vec![vec![b]], &ctx2);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        ["{start: 1970-01-01T00:20:00Z, end: 1970-01-01T00:25:00Z}|c|2"]
+    );
+    let p = &out.state_operators[0];
+    assert_eq!(
+        (
+            p.num_rows_total,
+            p.num_rows_dropped_by_watermark,
+            p.num_rows_removed
+        ),
+        (1, 1, 2)
+    );
+}
+
+#[test]
+fn append_mode_emits_each_closed_window_once() {
+    let df = stream("logs", "ts TIMESTAMP, service STRING")
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([window(col("ts"), "10 minutes", "5 minutes")])
+        .count()
+        .unwrap();
+    let mut plan = compile(&df);
+    let b = logs(&plan, &[1, 7], &["a", "a"]);
+    let out = run_batch(
+        &mut plan,
+        vec![vec![b]],
+        &batch_ctx(0, OutputMode::Append, Some(0), Some(0)),
+    );
+    assert!(out.rows.is_empty());
+    // Sliding windows: 1 min is in [-5, 5) and [0, 10); 7 min in [0, 10) and [5, 15).
+    assert_eq!(out.state_operators[0].num_rows_total, 3);
+    let out = run_batch(
+        &mut plan,
+        vec![vec![]],
+        &batch_ctx(1, OutputMode::Append, Some(0), Some(10 * 60_000)),
+    );
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        [
+            "{start: 1969-12-31T23:55:00Z, end: 1970-01-01T00:05:00Z}|1",
+            "{start: 1970-01-01T00:00:00Z, end: 1970-01-01T00:10:00Z}|2"
+        ]
+    );
+    let out = run_batch(
+        &mut plan,
+        vec![vec![]],
+        &batch_ctx(2, OutputMode::Append, Some(10 * 60_000), Some(10 * 60_000)),
+    );
+    assert!(out.rows.is_empty(), "each window is emitted once");
+}
+
+#[test]
+fn every_streaming_aggregate_merges_across_batches() {
+    let df = stream("logs", "k STRING, n BIGINT")
+        .group_by(["k"])
+        .agg([
+            "count(*) AS c",
+            "sum(n) AS s",
+            "min(n) AS lo",
+            "max(n) AS hi",
+            "avg(n) AS a",
+            "first(n) AS f",
+            "last(n) AS l",
+            "approx_count_distinct(n) AS d",
+            "collect_list(n) AS all_n",
+        ])
+        .unwrap();
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, ks: &[&str], ns: &[i64]| {
+        RecordBatch::try_new(
+            plan.leaves()[0].schema.clone(),
+            vec![
+                Arc::new(StringArray::from(ks.to_vec())),
+                Arc::new(Int64Array::from(ns.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let update = batch_ctx(0, OutputMode::Update, None, None);
+    let b = mk(&plan, &["a", "a", "b"], &[5, 1, 7]);
+    let out = run_batch(&mut plan, vec![vec![b]], &update);
+    assert_eq!(
+        sorted(rows(&out.rows)),
+        ["a|2|6|1|5|3.0|5|1|2|[5, 1]", "b|1|7|7|7|7.0|7|7|1|[7]"]
+    );
+    let b = mk(&plan, &["a", "a"], &[9, 5]);
+    let out = run_batch(&mut plan, vec![vec![b]], &update);
+    assert_eq!(rows(&out.rows), ["a|4|20|1|9|5.0|5|5|3|[5, 1, 9, 5]"]);
+}
+
+#[test]
+fn streaming_drop_duplicates_emits_first_rows_only() {
+    let df = stream("logs", "id STRING, n BIGINT")
+        .drop_duplicates(Some(&["id"]))
+        .unwrap();
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, ids: &[&str], ns: &[i64]| {
+        RecordBatch::try_new(
+            plan.leaves()[0].schema.clone(),
+            vec![
+                Arc::new(StringArray::from(ids.to_vec())),
+                Arc::new(Int64Array::from(ns.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let b = mk(&plan, &["x", "y", "x"], &[1, 2, 3]);
+    let out = run_batch(&mut plan, vec![vec![b]], &BatchContext::default());
+    assert_eq!(rows(&out.rows), ["x|1", "y|2"]);
+    let b = mk(&plan, &["y", "z"], &[4, 5]);
+    let out = run_batch(&mut plan, vec![vec![b]], &BatchContext::default());
+    assert_eq!(rows(&out.rows), ["z|5"]);
+    assert_eq!(
+        plan.stateful_operators(),
+        ["0: drop_duplicates [id] state (id STRING)"]
+    );
+}
+
+#[test]
+fn stream_stream_join_matches_rows_across_batches() {
+    let a = stream("a", "id BIGINT, x STRING");
+    let b = stream("b", "id BIGINT, y STRING");
+    let df = a.join_using(&b, ["id"], JoinType::Inner).unwrap();
+    let mut plan = compile(&df);
+    let mk = |plan: &CompiledPlan, leaf: usize, ids: &[i64], v: &[&str]| {
+        RecordBatch::try_new(
+            plan.leaves()[leaf].schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(v.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let inputs = vec![
+        vec![mk(&plan, 0, &[1], &["x1"])],
+        vec![mk(&plan, 1, &[2], &["y2"])],
+    ];
+    let out = run_batch(&mut plan, inputs, &BatchContext::default());
+    assert!(out.rows.is_empty());
+    // Each new row meets the other side's earlier rows, and the new rows of
+    // both sides meet each other once.
+    let inputs = vec![
+        vec![mk(&plan, 0, &[2, 3], &["x2", "x3"])],
+        vec![mk(&plan, 1, &[1, 3], &["y1", "y3"])],
+    ];
+    let out = run_batch(&mut plan, inputs, &BatchContext::default());
+    assert_eq!(sorted(rows(&out.rows)), ["1|x1|y1", "2|x2|y2", "3|x3|y3"]);
+    assert_eq!(out.state_operators[0].num_rows_total, 6);
+    let df = stream("a", "id BIGINT, x STRING")
+        .join_using(
+            &stream("b", "id BIGINT, y STRING"),
+            ["id"],
+            JoinType::LeftAnti,
+        )
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: a left_anti join of two streams cannot run: a left row can only be emitted once no right row can ever match it"
+    );
+}
+
+#[test]
+fn outer_join_with_static_outer_side_is_refused() {
+    let st = batch_source("dim", "id BIGINT, y STRING");
+    let df = st
+        .join_using(
+            &stream("a", "id BIGINT, x STRING"),
+            ["id"],
+            JoinType::LeftOuter,
+        )
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: a left_outer join of a static table (left) with a stream (right) cannot run on a stream: the static side's unmatched rows would be emitted again with every batch"
+    );
+}
+
+#[test]
+fn order_by_and_limit_on_a_stream_are_not_supported_yet() {
+    let df = stream("a", "id BIGINT").order_by(["id"]).unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: order_by on a stream is not supported by this build yet"
+    );
+    let df = stream("a", "id BIGINT").limit(3).unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: limit on a stream is not supported by this build yet"
+    );
+}
+
+#[test]
+fn sliding_window_in_select_is_not_supported_yet() {
+    let df = stream("a", "ts TIMESTAMP")
+        .select([window(col("ts"), "10 minutes", "5 minutes")])
+        .unwrap();
+    assert_eq!(
+        compile_err(&df).message,
+        "flow `f`: a sliding window `window(ts, '10 minutes', '5 minutes')` outside a streaming aggregation is not supported by this build yet"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Repeated execution, partitions, inputs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn execute_twice_keeps_no_state() {
+    let df = stream("events", EVENTS)
+        .filter("level = 'ERROR'")
+        .unwrap()
+        .select(["msg"])
+        .unwrap();
+    let mut plan = compile(&df);
+    let inputs = vec![vec![events(&plan, 0)]];
+    let out1 = run(&mut plan, inputs);
+    assert_eq!(rows(&out1), ["a", "c", "e"]);
+    let second = batch(
+        &plan.leaves()[0].schema,
+        vec![strs(&["ERROR"]), i64s(&[9]), strs(&["z"])],
+    );
+    let inputs = vec![vec![second]];
+    let out2 = run(&mut plan, inputs);
+    assert_eq!(rows(&out2), ["z"]);
+    let inputs = vec![vec![]];
+    let out3 = run(&mut plan, inputs);
+    assert!(out3.is_empty());
+}
+
+#[test]
+fn large_input_is_split_across_partitions_in_order() {
+    let df = stream("nums", "n BIGINT")
+        .filter("n % 3 = 0")
+        .unwrap()
+        .select_expr(["n + 1 AS m"])
+        .unwrap();
+    let mut plan = compile(&df);
+    let schema = plan.leaves()[0].schema.clone();
+    let b1 = batch(&schema, vec![i64s(&(0..150_000).collect::<Vec<_>>())]);
+    let b2 = batch(&schema, vec![i64s(&(150_000..200_001).collect::<Vec<_>>())]);
+    let inputs = vec![vec![b1, b2]];
+    let out = run(&mut plan, inputs);
+    let got: Vec<i64> = out
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    let want: Vec<i64> = (0..200_001).filter(|n| n % 3 == 0).map(|n| n + 1).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn wrong_number_of_inputs_is_an_error() {
+    let mut plan = compile(&stream("a", "id BIGINT"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = rt.block_on(plan.execute(vec![])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow `f`: the plan reads 1 input(s) but was given 0"
+    );
+}
+
+#[test]
+fn input_with_wrong_types_is_an_error() {
+    let mut plan = compile(&stream("a", "id BIGINT"));
+    let bad = RecordBatch::try_from_iter_with_nullable([("id", strs(&["x"]), true)]).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = rt.block_on(plan.execute(vec![vec![bad]])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow `f`: input 0 (memory source `a`) has columns (id STRING) but the plan expects (id BIGINT)\n  help: give each leaf rows in the schema of CompiledPlan::leaves()"
+    );
+}
+
+#[test]
+fn same_dataframe_read_twice_is_one_leaf() {
+    let a = stream("a", "id BIGINT");
+    let df = a.union(&a).unwrap();
+    let mut plan = compile(&df);
+    assert_eq!(plan.leaves().len(), 1);
+    let b = batch(&plan.leaves()[0].schema, vec![i64s(&[1, 2])]);
+    let inputs = vec![vec![b]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(sorted(rows(&out)), ["1", "1", "2", "2"]);
+}
+
+#[test]
+fn dataset_reads_are_leaves_with_catalog_schemas() {
+    let s = Session::new();
+    let df = s
+        .read_stream_table("users")
+        .unwrap()
+        .filter("country = 'FR'")
+        .unwrap();
+    let mut plan = compile_with(&df, &dim_catalog());
+    let leaf = &plan.leaves()[0];
+    assert!(matches!(
+        leaf.node.as_ref(),
+        pipelines_core::plan::PlanNode::DatasetRead { name, streaming: true } if name == "users"
+    ));
+    let input = batch(&leaf.schema, vec![i64s(&[1, 2]), strs(&["FR", "DE"])]);
+    let inputs = vec![vec![input]];
+    let out = run(&mut plan, inputs);
+    assert_eq!(rows(&out), ["1|FR"]);
+}
+
+/// The names of the columns of leaf `leaf` the plan reads.
+fn columns_read(plan: &CompiledPlan, leaf: usize) -> Vec<String> {
+    let used = plan.leaf_columns_used();
+    plan.leaves()[leaf]
+        .schema
+        .fields()
+        .iter()
+        .zip(&used[leaf])
+        .filter(|(_, u)| **u)
+        .map(|(f, _)| f.name().clone())
+        .collect()
+}
+
+const WIDE: &str = "ts TIMESTAMP, user_id STRING, service STRING, level STRING, value BIGINT";
+
+#[test]
+fn leaf_columns_used_follows_the_plan_through_stateful_operators() {
+    // Stateless: what the projection and the filter read.
+    let df = stream("wide", WIDE)
+        .filter("level = 'ERROR'")
+        .unwrap()
+        .select(["service", "value"])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["service", "level", "value"]
+    );
+
+    // A watermark passes every column on; the aggregation above it reads
+    // its keys, its aggregates' arguments and the window's time column.
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+        .count()
+        .unwrap();
+    assert_eq!(columns_read(&compile(&df), 0), ["ts", "service"]);
+
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .filter("level <> 'INFO'")
+        .unwrap()
+        .group_by([col("service")])
+        .agg([pipelines_core::plan::functions::sum(col("value"))])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["ts", "service", "level", "value"]
+    );
+
+    // Deduplication keeps whole rows: every column is read.
+    let df = stream("wide", WIDE)
+        .drop_duplicates(Some(&["user_id"]))
+        .unwrap()
+        .select(["service"])
+        .unwrap();
+    assert_eq!(
+        columns_read(&compile(&df), 0),
+        ["ts", "user_id", "service", "level", "value"]
+    );
+}
+
+/// The names of the columns of leaf 0 a source may give dictionary-encoded.
+fn dictionary_columns(plan: &CompiledPlan) -> Vec<String> {
+    plan.leaves()[0]
+        .schema
+        .fields()
+        .iter()
+        .zip(&plan.leaf_dictionary_columns()[0])
+        .filter(|(_, d)| **d)
+        .map(|(f, _)| f.name().clone())
+        .collect()
+}
+
+#[test]
+fn leaf_dictionary_columns_are_keys_the_rows_reach_unchanged() {
+    let windowed = |df: DataFrame| {
+        df.with_watermark("ts", "10 minutes")
+            .unwrap()
+            .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+    };
+    // The only key beside a window, rows passed on unchanged: yes.
+    let df = windowed(stream("wide", WIDE)).count().unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), ["service"]);
+    let df = windowed(stream("wide", WIDE))
+        .agg([pipelines_core::plan::functions::sum(col("value"))])
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), ["service"]);
+
+    // An aggregate reads the key too; a filter on the way; two keys
+    // beside the window; no window: no.
+    let none: [&str; 0] = [];
+    let df = windowed(stream("wide", WIDE))
+        .agg(["max(service) AS m"])
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = windowed(stream("wide", WIDE).filter("level = 'ERROR'").unwrap())
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([
+            tumbling_window(col("ts"), "1 minute"),
+            col("service"),
+            col("level"),
+        ])
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+    let df = stream("wide", WIDE)
+        .group_by([col("service")])
+        .count()
+        .unwrap();
+    assert_eq!(dictionary_columns(&compile(&df)), none);
+}
+
+/// Rows whose key arrives dictionary-encoded aggregate like the same rows
+/// with plain strings, late rows included.
+#[test]
+fn dictionary_encoded_keys_aggregate_like_plain_strings() {
+    use arrow::array::{DictionaryArray, Int32Array, StringArray};
+    let df = stream("wide", WIDE)
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("ts"), "1 minute"), col("service")])
+        .count()
+        .unwrap();
+    let minute = 60_000_000i64;
+    // Minutes; the last row has no event time (no window: dropped, and the
+    // batch takes the general path).
+    let times = [
+        Some(0),
+        Some(1),
+        Some(2),
+        Some(3),
+        Some(90),
+        Some(91),
+        Some(5),
+        None,
+    ];
+    let services = [
+        Some("a"),
+        None,
+        Some("b"),
+        Some("a"),
+        Some("b"),
+        Some("a"),
+        None,
+        Some("a"),
+    ];
+    let make = |plan: &CompiledPlan, range: std::ops::Range<usize>, encoded: bool| {
+        let schema = &plan.leaves()[0].schema;
+        let n = range.len();
+        let service: ArrayRef = if encoded {
+            // Keys into a dictionary holding an unused value.
+            let values = Arc::new(StringArray::from(vec!["unused", "a", "b"])) as ArrayRef;
+            let keys = Int32Array::from_iter(services[range.clone()].iter().map(|s| match s {
+                Some("a") => Some(1),
+                Some(_) => Some(2),
+                None => None,
+            }));
+            Arc::new(DictionaryArray::new(keys, values))
+        } else {
+            Arc::new(StringArray::from(services[range.clone()].to_vec()))
+        };
+        let cols = vec![
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    times[range.clone()]
+                        .iter()
+                        .map(|t| t.map(|t| t * minute))
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ) as ArrayRef,
+            strs(&vec!["u"; n]),
+            service,
+            strs(&vec!["INFO"; n]),
+            i64s(&vec![1; n]),
+        ];
+        let fields: Vec<arrow::datatypes::Field> = schema
+            .fields()
+            .iter()
+            .zip(&cols)
+            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+            .collect();
+        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols).unwrap()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let run_both = |encoded: bool| {
+        let mut plan = compile(&df);
+        let mut out = Vec::new();
+        // Batch 0 sets the watermark to 81 minutes; batch 1's row at minute
+        // 5 is late.
+        for (id, range) in [(0u64, 0..5), (1, 5..8)] {
+            let ctx = BatchContext {
+                batch_id: id,
+                output_mode: OutputMode::Update,
+                watermark_for_late_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
+                watermark_for_eviction_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
+                capture_late_rows: true,
+            };
+            let inputs = vec![vec![make(&plan, range, encoded)]];
+            let o = rt.block_on(plan.execute_batch(inputs, &ctx)).unwrap();
+            out.push((sorted(rows(&o.rows)), rows(&o.late_rows)));
+            // Late rows come back in the declared types.
+            for b in &o.late_rows {
+                assert_eq!(
+                    b.schema().field(2).data_type(),
+                    &arrow::datatypes::DataType::Utf8
+                );
+            }
+        }
+        out
+    };
+    let plain = run_both(false);
+    // Batch 0: five groups; batch 1: the group at minute 91 (the row at
+    // minute 5 is late, the one without time has no window).
+    assert_eq!(plain[0].0.len(), 5, "{plain:?}");
+    assert_eq!(plain[1].0.len(), 1, "{plain:?}");
+    assert_eq!(plain[1].1.len(), 1, "{plain:?}");
+    assert_eq!(run_both(true), plain);
+}

@@ -1,0 +1,458 @@
+//! The Delta sink: writes a flow's micro-batches to a Delta table with
+//! delta-rs, exactly once.
+//!
+//! - **append**: the batch's rows are added in one commit;
+//! - **complete**: the table's contents are replaced in one commit per batch;
+//! - **update**, only with `merge_keys`: one MERGE per batch (matched keys
+//!   updated, new keys inserted). Without merge keys update mode is refused
+//!   at dry-run.
+//!
+//! Every commit carries a Delta application transaction (app id = the
+//! writing flow's query id, version = the batch id), the mechanism behind
+//! Spark's `txnAppId`/`txnVersion`. Before writing batch N the sink reads
+//! the table's transaction version for its app id: when it is N or more the
+//! batch was committed before a crash and is skipped. A commit that loses a
+//! race with another writer (another flow appending to the same table) is
+//! retried against the new version; blind appends never conflict.
+//!
+//! Options (case-insensitive): `path` (sinks; tables use their own path),
+//! `mergeSchema` (`true`: columns new in the stream are added to the table;
+//! a column whose type changed is always an error naming it).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arrow::array::UInt32Array;
+use arrow::compute::take_record_batch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion::common::Column;
+use datafusion::logical_expr::Expr;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{StructType, Transaction};
+use deltalake::operations::write::SchemaMode;
+use deltalake::protocol::SaveMode;
+use deltalake::DeltaTable;
+
+use crate::table::{self, block_on, delta_error, is_commit_conflict};
+use pipelines_core::engine::sink::{Sink, SinkContext, SinkWrite};
+use pipelines_core::error::{Error, Result};
+use pipelines_core::formats::OutputMode;
+use pipelines_core::options::Options;
+
+/// The internal sink option that makes every batch replace the table
+/// (materialized views, recomputed on each run).
+pub const OVERWRITE_OPTION: &str = "pipelines.delta.overwrite";
+
+/// How many times a write is retried after losing a commit race.
+const MAX_ATTEMPTS: u32 = 20;
+
+/// A sink writing to a Delta table.
+pub struct DeltaSink {
+    name: String,
+    flow: String,
+    path: PathBuf,
+    table: DeltaTable,
+    query_id: String,
+    partition_cols: Vec<String>,
+    merge_keys: Vec<String>,
+    merge_schema: bool,
+    overwrite: bool,
+    /// The rows' schema with every column nullable, as the table declares it.
+    schema: SchemaRef,
+}
+
+impl DeltaSink {
+    /// Opens (creating when missing) the Delta table at `ctx.path` and checks
+    /// the stream's columns against it: a type change is an error naming the
+    /// column; a new column needs `mergeSchema`.
+    pub fn open(ctx: &SinkContext) -> Result<DeltaSink> {
+        let Some(path) = &ctx.path else {
+            return Err(Error::runtime_with_help(
+                format!("sink `{}`: a delta sink needs a path", ctx.name),
+                "set `path:` under the sink's `options:` (a directory; it is created when missing)",
+            ));
+        };
+        let options = Options::for_sink(&ctx.options, &ctx.name);
+        let merge_schema = options.bool("mergeSchema", false)?;
+        let overwrite = options.bool(OVERWRITE_OPTION, false)?;
+        let columns: Vec<&str> = ctx
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let find = |what: &str, c: &String| -> Result<String> {
+            if let Some(n) = columns.iter().find(|n| *n == c) {
+                return Ok(n.to_string());
+            }
+            if let Some(n) = columns.iter().find(|n| n.eq_ignore_ascii_case(c)) {
+                return Ok(n.to_string());
+            }
+            let help = match pipelines_core::suggest::closest(c, columns.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("use columns of the output: {}", columns.join(", ")),
+            };
+            Err(Error::runtime_with_help(
+                format!(
+                    "sink `{}`: {what} `{c}` is not a column of flow `{}`'s output",
+                    ctx.name, ctx.flow
+                ),
+                help,
+            ))
+        };
+        let partition_cols = ctx
+            .partition_cols
+            .iter()
+            .map(|c| find("partition column", c))
+            .collect::<Result<Vec<_>>>()?;
+        let merge_keys = ctx
+            .merge_keys
+            .iter()
+            .map(|c| find("merge key", c))
+            .collect::<Result<Vec<_>>>()?;
+        let schema = table::nullable_schema(&ctx.schema);
+        let mut table = table::open_table(path)?;
+        if table.version().is_none() {
+            table = create_table(path, table, &schema, &partition_cols, &ctx.name)?;
+        }
+        let sink = DeltaSink {
+            name: ctx.name.clone(),
+            flow: ctx.flow.clone(),
+            path: path.clone(),
+            table,
+            query_id: ctx.query_id.clone(),
+            partition_cols,
+            merge_keys,
+            merge_schema,
+            overwrite,
+            schema,
+        };
+        sink.check_schema()?;
+        Ok(sink)
+    }
+
+    /// The stream's columns against the table's: same types; new columns
+    /// only with `mergeSchema`.
+    fn check_schema(&self) -> Result<()> {
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_error(&self.path, "could not read the Delta table's schema", e))?;
+        let table_schema = state.snapshot().schema();
+        let incoming: StructType = self.schema.as_ref().try_into_kernel().map_err(|e| {
+            Error::runtime(format!(
+                "sink `{}`: the output of flow `{}` has a type Delta cannot store: {e}",
+                self.name, self.flow
+            ))
+        })?;
+        let mut new_columns = Vec::new();
+        for field in incoming.fields() {
+            match table_schema
+                .fields()
+                .find(|f| f.name().eq_ignore_ascii_case(field.name()))
+            {
+                Some(existing) if !same_type(existing.data_type(), field.data_type()) => {
+                    return Err(Error::runtime_with_help(
+                        format!(
+                            "sink `{}`: column `{}` is {} in the output of flow `{}` but {} in the Delta table at {}; Delta cannot change a column's type",
+                            self.name,
+                            field.name(),
+                            field.data_type(),
+                            self.flow,
+                            existing.data_type(),
+                            self.path.display()
+                        ),
+                        format!(
+                            "cast `{}` to {} in the flow's query, or write to a new table (`--full-refresh {}` keeps the old type)",
+                            field.name(),
+                            existing.data_type(),
+                            self.name
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => new_columns.push(field.name().to_string()),
+            }
+        }
+        if !new_columns.is_empty() && !self.merge_schema {
+            return Err(Error::runtime_with_help(
+                format!(
+                    "sink `{}`: column{} {} of flow `{}`'s output {} not in the Delta table at {}",
+                    self.name,
+                    if new_columns.len() == 1 { "" } else { "s" },
+                    new_columns
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.flow,
+                    if new_columns.len() == 1 { "is" } else { "are" },
+                    self.path.display()
+                ),
+                format!(
+                    "set the option `mergeSchema: \"true\"` on `{}` to add new columns to the table",
+                    self.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_once(
+        &self,
+        batch_id: u64,
+        batches: &[RecordBatch],
+        mode: OutputMode,
+    ) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
+        let props = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&self.query_id, batch_id as i64));
+        let replace = mode == OutputMode::Complete || self.overwrite;
+        let table = self.table.clone();
+        if !self.merge_keys.is_empty() && !replace {
+            let source_batches = match last_row_per_key(batches, &self.schema, &self.merge_keys) {
+                Ok(b) => b,
+                Err(e) => return Err(deltalake::DeltaTableError::Generic(e.to_string())),
+            };
+            let schema = self.schema.clone();
+            let keys = self.merge_keys.clone();
+            let merge_schema = self.merge_schema;
+            return block_on(async move {
+                merge(table, schema, source_batches, &keys, merge_schema, props).await
+            });
+        }
+        let mut input: Vec<RecordBatch> = batches.to_vec();
+        if input.is_empty() {
+            input.push(RecordBatch::new_empty(self.schema.clone()));
+        }
+        let mut write = table
+            .write(input)
+            .with_save_mode(if replace {
+                SaveMode::Overwrite
+            } else {
+                SaveMode::Append
+            })
+            .with_commit_properties(props);
+        if !self.partition_cols.is_empty() {
+            write = write.with_partition_columns(self.partition_cols.clone());
+        }
+        if self.merge_schema {
+            write = write.with_schema_mode(SchemaMode::Merge);
+        }
+        block_on(async move { write.await })
+    }
+}
+
+/// The batch's rows with one row per merge key, the last one (a MERGE
+/// refuses several source rows for one target row; in update mode the
+/// last row of a key is its newest value).
+fn last_row_per_key(
+    batches: &[RecordBatch],
+    schema: &SchemaRef,
+    keys: &[String],
+) -> Result<Vec<RecordBatch>> {
+    if batches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let all = arrow::compute::concat_batches(schema, batches)?;
+    let options = FormatOptions::default().with_null("\u{0}null");
+    let mut last: HashMap<String, u32> = HashMap::new();
+    {
+        let formatters = keys
+            .iter()
+            .map(|k| {
+                let i = schema.index_of(k)?;
+                ArrayFormatter::try_new(all.column(i).as_ref(), &options)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        for row in 0..all.num_rows() {
+            let key = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect::<Vec<_>>()
+                .join("\u{1}");
+            last.insert(key, row as u32);
+        }
+    }
+    if last.len() == all.num_rows() {
+        return Ok(vec![all]);
+    }
+    let mut rows: Vec<u32> = last.into_values().collect();
+    rows.sort_unstable();
+    Ok(vec![take_record_batch(&all, &UInt32Array::from(rows))?])
+}
+
+/// Runs one MERGE of `batches` into `table` on `keys`: matched rows updated
+/// with every column of the batch, the others inserted.
+async fn merge(
+    table: DeltaTable,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    keys: &[String],
+    merge_schema: bool,
+    props: CommitProperties,
+) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
+    let ctx = datafusion::prelude::SessionContext::new();
+    let batches = if batches.is_empty() {
+        vec![RecordBatch::new_empty(schema.clone())]
+    } else {
+        batches
+    };
+    let source = ctx.read_batches(batches)?;
+    let column = |side: &str, name: &str| Expr::Column(Column::new(Some(side), name));
+    let predicate = keys
+        .iter()
+        .map(|k| column("t", k).eq(column("s", k)))
+        .reduce(Expr::and)
+        .ok_or_else(|| deltalake::DeltaTableError::Generic("no merge keys".into()))?;
+    let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let (table, _metrics) = table
+        .merge(source, predicate)
+        .with_source_alias("s")
+        .with_target_alias("t")
+        .with_merge_schema(merge_schema)
+        .with_commit_properties(props)
+        .when_matched_update(|mut u| {
+            for n in &names {
+                u = u.update(Column::new_unqualified(n), column("s", n));
+            }
+            u
+        })?
+        .when_not_matched_insert(|mut i| {
+            for n in &names {
+                i = i.set(Column::new_unqualified(n), column("s", n));
+            }
+            i
+        })?
+        .await?;
+    Ok(table)
+}
+
+fn create_table(
+    path: &std::path::Path,
+    table: DeltaTable,
+    schema: &Schema,
+    partition_cols: &[String],
+    name: &str,
+) -> Result<DeltaTable> {
+    let structure: StructType = schema.try_into_kernel().map_err(|e| {
+        Error::runtime(format!(
+            "sink `{name}`: the output has a type Delta cannot store: {e}"
+        ))
+    })?;
+    let mut create = table
+        .create()
+        .with_table_name(name)
+        .with_columns(structure.fields().cloned());
+    if !partition_cols.is_empty() {
+        create = create.with_partition_columns(partition_cols.to_vec());
+    }
+    match block_on(async move { create.await }) {
+        Ok(t) => Ok(t),
+        // Another flow created it first.
+        Err(e) if is_commit_conflict(&e) || table::is_delta_table(path) => table::open_table(path),
+        Err(e) => Err(delta_error(path, "could not create the Delta table", e)),
+    }
+}
+
+/// Delta types equal, ignoring nullability of nested fields.
+fn same_type(a: &deltalake::kernel::DataType, b: &deltalake::kernel::DataType) -> bool {
+    use deltalake::kernel::DataType as T;
+    match (a, b) {
+        (T::Struct(x), T::Struct(y)) => {
+            x.fields().len() == y.fields().len()
+                && x.fields()
+                    .zip(y.fields())
+                    .all(|(f, g)| f.name() == g.name() && same_type(f.data_type(), g.data_type()))
+        }
+        (T::Array(x), T::Array(y)) => same_type(x.element_type(), y.element_type()),
+        (T::Map(x), T::Map(y)) => {
+            same_type(x.key_type(), y.key_type()) && same_type(x.value_type(), y.value_type())
+        }
+        _ => a == b,
+    }
+}
+
+impl Sink for DeltaSink {
+    fn describe(&self) -> String {
+        format!("delta sink `{}` at {}", self.name, self.path.display())
+    }
+
+    fn add_batch(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        mode: OutputMode,
+    ) -> Result<SinkWrite> {
+        let batches = batches
+            .iter()
+            .filter(|b| b.num_rows() > 0)
+            .map(|b| table::to_nullable(b, &self.schema))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = table::num_rows(&batches);
+        let replace = mode == OutputMode::Complete || self.overwrite;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut table = self.table.clone();
+            block_on(async { table.update_state().await })
+                .map_err(|e| delta_error(&self.path, "could not read the Delta table", e))?;
+            self.table = table;
+            if let Some(v) = table::transaction_version(&self.table, &self.query_id)? {
+                if v >= batch_id as i64 {
+                    return Ok(SinkWrite {
+                        skipped_replay: true,
+                        ..SinkWrite::default()
+                    });
+                }
+            }
+            if rows == 0 && !replace {
+                // Nothing to add; a replay of this batch adds nothing either.
+                return Ok(SinkWrite::default());
+            }
+            pipelines_core::engine::fault::fault_point(&self.flow, "delta_before_commit", batch_id);
+            match self.write_once(batch_id, &batches, mode) {
+                Ok(table) => {
+                    self.table = table;
+                    let (files, bytes) = match self.table.version() {
+                        Some(v) => table::read_commit(&self.path, v)?
+                            .map(|c| {
+                                (
+                                    c.adds.len() as u64,
+                                    c.adds.iter().map(|a| a.size).sum::<u64>(),
+                                )
+                            })
+                            .unwrap_or_default(),
+                        None => (0, 0),
+                    };
+                    return Ok(SinkWrite {
+                        rows,
+                        files,
+                        bytes,
+                        skipped_replay: false,
+                    });
+                }
+                Err(e) if is_commit_conflict(&e) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(sink = %self.name, batch_id, attempt, "Delta commit conflict, retrying: {e}");
+                    std::thread::sleep(Duration::from_millis(10 * u64::from(attempt)));
+                }
+                Err(e) => {
+                    return Err(Error::external_with_help(
+                        format!(
+                            "sink `{}`: writing batch {batch_id} of flow `{}` to the Delta table at {} failed",
+                            self.name,
+                            self.flow,
+                            self.path.display()
+                        ),
+                        "check the table is not being rewritten by another job; the batch is retried on the next run",
+                        e,
+                    ))
+                }
+            }
+        }
+    }
+}
