@@ -293,6 +293,37 @@ impl Error {
         }
     }
 
+    /// The error with the flow it happened in: "flow `x`: " before the
+    /// message of a runtime or library error, unless the message starts
+    /// with a flow already. The one place sources' errors get their flow
+    /// ([`crate::engine::source::FlowSource`]); other kinds (I/O, checkpoint
+    /// files, DataFusion) are returned as they are.
+    pub fn in_flow(self, flow: &str) -> Self {
+        let named = |text: String| {
+            if text.starts_with("flow `") {
+                text
+            } else {
+                format!("flow `{flow}`: {text}")
+            }
+        };
+        match self {
+            Error::Runtime { message, help } => Error::Runtime {
+                message: named(message),
+                help,
+            },
+            Error::External {
+                context,
+                help,
+                source,
+            } => Error::External {
+                context: named(context),
+                help,
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -324,5 +355,21 @@ mod tests {
             Some(std::io::ErrorKind::NotFound)
         );
         assert_eq!(Error::external("doing", "why").to_string(), "doing: why");
+    }
+
+    #[test]
+    fn the_flow_is_named_once() {
+        let e = Error::runtime_with_help("no memory stream named `s`", "create it").in_flow("f");
+        assert_eq!(
+            e.to_string(),
+            "flow `f`: no memory stream named `s`\n  help: create it"
+        );
+        assert_eq!(e.in_flow("f").to_string().matches("flow `f`").count(), 1);
+        let io = std::io::Error::other("disk full");
+        let e = Error::external("cannot read a.parquet", io).in_flow("g");
+        assert_eq!(e.to_string(), "flow `g`: cannot read a.parquet: disk full");
+        assert!(std::error::Error::source(&e).is_some());
+        let e = Error::checkpoint("offsets/3", "truncated").in_flow("f");
+        assert_eq!(e.to_string(), "checkpoint file offsets/3: truncated");
     }
 }

@@ -142,7 +142,7 @@ impl SourceConnector for DeltaConnector {
     }
 
     fn check_options(&self, options: &Options) -> Result<()> {
-        DeltaSourceOptions::parse(options, options.reader_name()).map(|_| ())
+        DeltaSourceOptions::parse(options).map(|_| ())
     }
 
     fn reads_tables(&self) -> bool {

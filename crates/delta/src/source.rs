@@ -53,7 +53,7 @@ impl Position {
         })
     }
 
-    fn from_offset(o: &Offset, flow: &str) -> Result<Position> {
+    fn from_offset(o: &Offset) -> Result<Position> {
         let version = o.get("reservoirVersion").and_then(|v| v.as_u64());
         let index = o.get("index").and_then(|v| v.as_i64());
         match (version, index) {
@@ -66,7 +66,7 @@ impl Position {
                     .unwrap_or(false),
             }),
             _ => Err(Error::runtime_with_help(
-                format!("flow `{flow}`: `{o}` is not a Delta source offset"),
+                format!("`{o}` is not a Delta source offset"),
                 "the checkpoint was written for another source: run a full refresh of the flow's target",
             )),
         }
@@ -95,7 +95,6 @@ enum Start {
 
 /// A streaming (or whole-table) read of a Delta table.
 pub struct DeltaSource {
-    flow: String,
     dir: PathBuf,
     schema: SchemaRef,
     batch: bool,
@@ -124,8 +123,8 @@ pub(crate) struct DeltaSourceOptions {
 }
 
 impl DeltaSourceOptions {
-    /// Parses the options of a Delta source of flow `flow`.
-    pub(crate) fn parse(options: &Options, flow: &str) -> Result<Self> {
+    /// Parses the options of a Delta source.
+    pub(crate) fn parse(options: &Options) -> Result<Self> {
         let flag = |k: &str| options.bool(k, false);
         let policy = if flag("skipChangeCommits")? {
             ChangePolicy::SkipChangeCommits
@@ -144,8 +143,7 @@ impl DeltaSourceOptions {
                 Err(_) => {
                     return Err(Error::runtime_with_help(
                         format!(
-                            "flow `{}`: option `startingVersion` must be a table version (0, 1, ...) or `latest`, got `{v}`",
-                            flow
+                            "option `startingVersion` must be a table version (0, 1, ...) or `latest`, got `{v}`"
                         ),
                         ".option(\"startingVersion\", \"0\")",
                     ))
@@ -155,8 +153,7 @@ impl DeltaSourceOptions {
         if options.get("startingTimestamp").is_some() {
             return Err(Error::runtime_with_help(
                 format!(
-                    "flow `{}`: option `startingTimestamp` of the Delta source is not supported",
-                    flow
+                    "option `startingTimestamp` of the Delta source is not supported"
                 ),
                 "use `startingVersion` with the table version to start from (see the table's history)",
             ));
@@ -184,9 +181,8 @@ impl DeltaSource {
         batch: bool,
     ) -> Result<DeltaSource> {
         let dir = resolve_path(&ctx.base_dir, path);
-        let settings = DeltaSourceOptions::parse(&options, &ctx.flow)?;
+        let settings = DeltaSourceOptions::parse(&options)?;
         Ok(DeltaSource {
-            flow: ctx.flow.clone(),
             dir,
             schema,
             batch,
@@ -228,7 +224,7 @@ impl DeltaSource {
         if let Ok(text) = std::fs::read_to_string(&file) {
             let value: Offset = serde_json::from_str(&text)
                 .map_err(|e| Error::checkpoint(&file, format!("not a Delta source offset: {e}")))?;
-            let p = Position::from_offset(&value, &self.flow)?;
+            let p = Position::from_offset(&value)?;
             self.initial = Some(p);
             return Ok(Some(p));
         }
@@ -248,8 +244,7 @@ impl DeltaSource {
                 if latest.is_some_and(|l| v > l) {
                     return Err(Error::runtime_with_help(
                         format!(
-                            "flow `{}`: `startingVersion` {v} is after the latest version {} of the Delta table at {}",
-                            self.flow,
+                            "`startingVersion` {v} is after the latest version {} of the Delta table at {}",
                             latest.unwrap_or(0),
                             self.dir.display()
                         ),
@@ -289,8 +284,7 @@ impl DeltaSource {
             ChangePolicy::IgnoreDeletes if adds.is_empty() => Ok(Some(Vec::new())),
             _ => Err(Error::runtime_with_help(
                 format!(
-                    "flow `{}`: version {version} of the Delta table at {} {} rows ({}), which a streaming read cannot pass on as appends",
-                    self.flow,
+                    "version {version} of the Delta table at {} {} rows ({}), which a streaming read cannot pass on as appends",
                     self.dir.display(),
                     if adds.is_empty() { "deletes" } else { "rewrites" },
                     commit.operation.as_deref().unwrap_or("a commit removing files"),
@@ -398,7 +392,7 @@ impl Source for DeltaSource {
             });
         }
         let from = match start {
-            Some(o) => Position::from_offset(o, &self.flow)?,
+            Some(o) => Position::from_offset(o)?,
             None => match self.initial_position()? {
                 Some(p) => p,
                 None => return Ok(None),
@@ -425,13 +419,13 @@ impl Source for DeltaSource {
             self.snapshot_files(version)?.to_vec()
         } else {
             let from = match start {
-                Some(o) => Position::from_offset(o, &self.flow)?,
+                Some(o) => Position::from_offset(o)?,
                 None => match self.initial_position()? {
                     Some(p) => p,
                     None => return Ok(ReadBatch::default()),
                 },
             };
-            let end = Position::from_offset(end, &self.flow)?;
+            let end = Position::from_offset(end)?;
             let (files, _) = self.walk(from, None, end.version, Some(end))?;
             files
         };
@@ -609,6 +603,8 @@ mod tests {
             &[("startingVersion", "0")],
         ))
         .unwrap_err()
+        // The runtime reads every source through `FlowSource`, which names the flow.
+        .in_flow("f")
         .to_string();
         assert_eq!(
             err,
@@ -702,6 +698,7 @@ mod tests {
             DeltaSource::open("t", schema(), opts(k, v), ctx.clone(), false)
                 .err()
                 .unwrap()
+                .in_flow("f")
                 .to_string()
         };
         assert_eq!(

@@ -132,7 +132,7 @@ impl KafkaSource {
         ctx: SourceContext,
         streaming: bool,
     ) -> Result<KafkaSource> {
-        let what = format!("flow `{}`: kafka source", ctx.flow);
+        let what = "kafka source".to_string();
         let options = substitute_options(&options, &ctx.flow, &what)?;
         // The checks dry-run makes (subscription, offsets, limits), then the parse.
         check_source_options(&options)?;

@@ -146,3 +146,95 @@ pub trait Source: Send {
         Duration::from_millis(1)
     }
 }
+
+/// A source whose errors name the flow reading it. [`open_source`] and
+/// [`open_table_reader`] hand every source out wrapped in one, so a
+/// source's own messages say only what went wrong ("malformed record in
+/// data/logs/a.json line 4: ...") and the flow's name is added here, once
+/// ([`Error::in_flow`](crate::error::Error::in_flow)). Every method of
+/// [`Source`] is forwarded, those with a default body too: a method added
+/// to the trait must be forwarded here as well.
+///
+/// [`open_source`]: crate::engine::sources::open_source
+/// [`open_table_reader`]: crate::engine::sources::open_table_reader
+pub struct FlowSource {
+    flow: String,
+    inner: Box<dyn Source>,
+}
+
+impl FlowSource {
+    /// Wraps `inner`, read by `flow`.
+    pub fn new(flow: impl Into<String>, inner: Box<dyn Source>) -> Self {
+        FlowSource {
+            flow: flow.into(),
+            inner,
+        }
+    }
+
+    fn named<T>(&self, r: Result<T>) -> Result<T> {
+        r.map_err(|e| e.in_flow(&self.flow))
+    }
+}
+
+impl Source for FlowSource {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn prepare_available_now(&mut self) -> Result<()> {
+        let r = self.inner.prepare_available_now();
+        self.named(r)
+    }
+
+    fn read_only_columns(&mut self, used: &[bool]) {
+        self.inner.read_only_columns(used)
+    }
+
+    fn read_dictionary_columns(&mut self, allowed: &[bool]) {
+        self.inner.read_dictionary_columns(allowed)
+    }
+
+    fn latest_offset(&mut self, start: Option<&Offset>) -> Result<Option<Offset>> {
+        let r = self.inner.latest_offset(start);
+        self.named(r)
+    }
+
+    fn read(&mut self, start: Option<&Offset>, end: &Offset) -> Result<ReadBatch> {
+        let r = self.inner.read(start, end);
+        self.named(r)
+    }
+
+    fn commit(&mut self, end: &Offset) -> Result<()> {
+        let r = self.inner.commit(end);
+        self.named(r)
+    }
+
+    fn backlog(&self) -> Option<String> {
+        self.inner.backlog()
+    }
+
+    fn data_lost(&mut self) -> u64 {
+        self.inner.data_lost()
+    }
+
+    fn replayable(&self) -> bool {
+        self.inner.replayable()
+    }
+
+    fn read_arrived(
+        &mut self,
+        start: Option<&Offset>,
+        timeout: Duration,
+    ) -> Result<Option<(Offset, ReadBatch)>> {
+        let r = self.inner.read_arrived(start, timeout);
+        self.named(r)
+    }
+
+    fn arrival_poll_interval(&self) -> Duration {
+        self.inner.arrival_poll_interval()
+    }
+}

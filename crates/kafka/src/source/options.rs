@@ -31,7 +31,7 @@ pub enum StartingOffsets {
 /// (subscription, starting offsets, limits), without creating a consumer:
 /// what dry-run runs. `${ENV}` references are left as written.
 pub(crate) fn check_source_options(options: &Options) -> Result<()> {
-    let what = format!("flow `{}`: kafka source", options.reader_name());
+    let what = "kafka source".to_string();
     let subscription = parse_subscription(options, &what)?;
     if let Some(v) = options.get("startingOffsets") {
         if let (StartingOffsets::Specific(map), Subscription::Assign(parts)) =

@@ -313,7 +313,7 @@ impl SourceConnector for FileConnector {
     }
 
     fn check_options(&self, options: &Options) -> Result<()> {
-        FileSourceOptions::parse(self.format, options, options.reader_name()).map(|_| ())
+        FileSourceOptions::parse(self.format, options).map(|_| ())
     }
 
     fn reads_tables(&self) -> bool {

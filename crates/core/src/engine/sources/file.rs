@@ -116,7 +116,7 @@ impl FileSource {
     ) -> Result<FileSource> {
         let flow = ctx.flow.clone();
         let root = make_root(&ctx, path, table)?;
-        let settings = FileSourceOptions::parse(format, &options, &flow)?;
+        let settings = FileSourceOptions::parse(format, &options)?;
         let corrupt_idx = match format {
             FileFormat::Json | FileFormat::Csv => schema
                 .fields()
@@ -142,7 +142,7 @@ impl FileSource {
                 ))
         {
             return Err(Error::runtime_with_help(
-                format!("flow `{flow}`: text source schema must be a single STRING column"),
+                format!("text source schema must be a single STRING column"),
                 "remove .schema(...) to get the column `value STRING`",
             ));
         }
@@ -335,10 +335,7 @@ impl FileSource {
         match n {
             Some(n) if n >= 0 => Ok(n as u64),
             _ => Err(Error::runtime_with_help(
-                format!(
-                    "flow `{}`: offset `{o}` is not a file source offset (expected {{\"logOffset\": N}})",
-                    self.flow
-                ),
+                format!("offset `{o}` is not a file source offset (expected {{\"logOffset\": N}})"),
                 "the checkpoint belongs to a different query: use a new checkpoint location",
             )),
         }
@@ -387,7 +384,7 @@ pub(crate) struct FileSourceOptions {
 impl FileSourceOptions {
     /// Parses the options of a `format` source of flow `flow`; the first bad
     /// value is an error naming the option and how to write it.
-    pub(crate) fn parse(format: FileFormat, options: &Options, flow: &str) -> Result<Self> {
+    pub(crate) fn parse(format: FileFormat, options: &Options) -> Result<Self> {
         let mode = match options.get("mode").map(|m| m.trim().to_ascii_uppercase()) {
             None => Mode::Permissive,
             Some(m) if m == "PERMISSIVE" => Mode::Permissive,
@@ -395,7 +392,7 @@ impl FileSourceOptions {
             Some(m) if m == "FAILFAST" => Mode::FailFast,
             Some(m) => {
                 return Err(Error::runtime_with_help(
-                    format!("flow `{flow}`: unknown mode `{m}`"),
+                    format!("unknown mode `{m}`"),
                     "use PERMISSIVE, DROPMALFORMED or FAILFAST",
                 ))
             }
@@ -422,7 +419,7 @@ impl FileSourceOptions {
             let e = enc.trim().to_ascii_lowercase().replace('-', "");
             if e != "utf8" {
                 return Err(Error::runtime_with_help(
-                    format!("flow `{flow}`: encoding `{enc}` is not supported"),
+                    format!("encoding `{enc}` is not supported"),
                     "convert the files to UTF-8 and remove the option",
                 ));
             }
@@ -435,9 +432,7 @@ impl FileSourceOptions {
                     .build()
                     .map_err(|e| {
                         Error::runtime_with_help(
-                            format!(
-                                "flow `{flow}`: option `pathGlobFilter` is not a valid glob: {e}"
-                            ),
+                            format!("option `pathGlobFilter` is not a valid glob: {e}"),
                             ".option(\"pathGlobFilter\", \"*.json\")",
                         )
                     })?
@@ -457,7 +452,7 @@ impl FileSourceOptions {
                 if !iso {
                     return Err(Error::runtime_with_help(
                         format!(
-                            "flow `{flow}`: option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
+                            "option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
                         ),
                         format!(
                             "remove `{key}` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)"
@@ -492,11 +487,7 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
         }
         if !p.exists() && !table {
             return Err(Error::runtime_with_help(
-                format!(
-                    "flow `{}`: source path {} does not exist",
-                    ctx.flow,
-                    p.display()
-                ),
+                format!("source path {} does not exist", p.display()),
                 format!(
                     "create the directory, or fix the path (relative paths resolve against {})",
                     ctx.base_dir.display()
@@ -529,10 +520,7 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
         .build()
         .map_err(|e| {
             Error::runtime_with_help(
-                format!(
-                    "flow `{}`: source path `{path}` is not a valid glob: {e}",
-                    ctx.flow
-                ),
+                format!("source path `{path}` is not a valid glob: {e}"),
                 "use `*` within a directory, `**` across directories, e.g. data/**/part-*.json",
             )
         })?
@@ -545,8 +533,7 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
     if !base.is_dir() && !table {
         return Err(Error::runtime_with_help(
             format!(
-                "flow `{}`: source directory {} (of the glob `{path}`) does not exist",
-                ctx.flow,
+                "source directory {} (of the glob `{path}`) does not exist",
                 base.display()
             ),
             format!(
@@ -714,8 +701,7 @@ impl Source for FileSource {
             if *last > next {
                 return Err(Error::runtime_with_help(
                     format!(
-                        "flow `{}`: the source log in {} is ahead of the checkpoint's offsets (log batch {last}, next batch {next})",
-                        self.flow,
+                        "the source log in {} is ahead of the checkpoint's offsets (log batch {last}, next batch {next})",
                         self.state_dir.display()
                     ),
                     "the checkpoint was modified by hand: restore it or use a new checkpoint location",
@@ -803,8 +789,7 @@ impl Source for FileSource {
                 Error::checkpoint(
                     self.state_dir.join(batch.to_string()),
                     format!(
-                        "flow `{}`: the source log has no batch {batch} (offsets ({}, {to}])",
-                        self.flow,
+                        "the source log has no batch {batch} (offsets ({}, {to}])",
                         from as i64 - 1
                     ),
                 )
@@ -821,8 +806,7 @@ impl Source for FileSource {
                     Err(err) => {
                         return Err(Error::runtime_with_help(
                             format!(
-                                "flow `{}`: file {} of source batch {batch} cannot be read: {err}",
-                                self.flow,
+                                "file {} of source batch {batch} cannot be read: {err}",
                                 parse::display_path(&self.parse.base_dir, &e.path)
                             ),
                             "restore the file, or set ignoreMissingFiles to true to skip it",

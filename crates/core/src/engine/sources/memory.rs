@@ -181,7 +181,6 @@ fn conform(name: &str, schema: &SchemaRef, batch: RecordBatch) -> Result<RecordB
 /// The source reading a [`MemoryStream`].
 #[derive(Debug)]
 pub struct MemorySource {
-    flow: String,
     stream: MemoryStream,
     schema: SchemaRef,
     /// This reader's id in the stream's reader table.
@@ -196,10 +195,10 @@ impl Drop for MemorySource {
 
 impl MemorySource {
     /// Opens the registered stream `name`; batches are returned in `schema`.
-    pub fn open(name: &str, schema: SchemaRef, ctx: SourceContext) -> Result<MemorySource> {
+    pub fn open(name: &str, schema: SchemaRef, _ctx: SourceContext) -> Result<MemorySource> {
         let stream = memory_stream(name).ok_or_else(|| {
             Error::runtime_with_help(
-                format!("flow `{}`: no memory stream named `{name}`", ctx.flow),
+                format!("no memory stream named `{name}`"),
                 format!("create it with MemoryStream::new(\"{name}\", schema) before running the pipeline"),
             )
         })?;
@@ -211,12 +210,7 @@ impl MemorySource {
             st.readers.insert(id, base);
             id
         };
-        Ok(MemorySource {
-            flow: ctx.flow,
-            stream,
-            schema,
-            id,
-        })
+        Ok(MemorySource { stream, schema, id })
     }
 
     fn parse_offset(&self, o: &Offset) -> Result<u64> {
@@ -226,8 +220,7 @@ impl MemorySource {
             .ok_or_else(|| {
                 Error::runtime_with_help(
                     format!(
-                        "flow `{}`: offset `{o}` is not a memory source offset (expected {{\"index\": N}})",
-                        self.flow
+                        "offset `{o}` is not a memory source offset (expected {{\"index\": N}})"
                     ),
                     "the checkpoint belongs to a different query: use a new checkpoint location",
                 )
@@ -262,8 +255,7 @@ impl Source for MemorySource {
         let st = self.stream.lock();
         if from < st.base {
             return Err(Error::runtime(format!(
-                "flow `{}`: memory stream `{}` has released pushes before {} (committed); cannot read ({from}, {to}]",
-                self.flow,
+                "memory stream `{}` has released pushes before {} (committed); cannot read ({from}, {to}]",
                 self.stream.name(),
                 st.base
             )));
@@ -271,8 +263,7 @@ impl Source for MemorySource {
         let have = st.base + st.batches.len() as u64;
         if to > have {
             return Err(Error::runtime(format!(
-                "flow `{}`: memory stream `{}` has {have} pushes, cannot read ({from}, {to}]",
-                self.flow,
+                "memory stream `{}` has {have} pushes, cannot read ({from}, {to}]",
                 self.stream.name()
             )));
         }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use arrow::datatypes::SchemaRef;
 
 use crate::connector::SourceRequest;
-use crate::engine::source::{Source, SourceContext};
+use crate::engine::source::{FlowSource, Source, SourceContext};
 use crate::error::{Error, Result};
 use crate::plan::reader::SourceSpec;
 
@@ -47,20 +47,30 @@ pub fn open_source(
     ctx: SourceContext,
 ) -> Result<Box<dyn Source>> {
     let options = Options::merged(&spec.options, &ctx.option_overrides, &ctx.flow);
-    let connector = spec.format.connector().ok_or_else(|| {
-        Error::runtime(format!(
-            "flow `{}`: no connector reads `{}`",
-            ctx.flow, spec.format
-        ))
-    })?;
-    connector.open(SourceRequest {
-        path: spec.path.as_deref(),
-        schema,
-        options,
-        ctx,
-        streaming: spec.streaming,
-        table: false,
-    })
+    let flow = ctx.flow.clone();
+    let opened = match spec.format.connector() {
+        Some(connector) => connector.open(SourceRequest {
+            path: spec.path.as_deref(),
+            schema,
+            options,
+            ctx,
+            streaming: spec.streaming,
+            table: false,
+        }),
+        None => Err(Error::runtime(format!(
+            "no connector reads `{}`",
+            spec.format
+        ))),
+    };
+    in_flow(flow, opened)
+}
+
+/// `opened`, its errors and those of every later call naming `flow`.
+fn in_flow(flow: String, opened: Result<Box<dyn Source>>) -> Result<Box<dyn Source>> {
+    match opened {
+        Ok(source) => Ok(Box::new(FlowSource::new(flow, source))),
+        Err(e) => Err(e.in_flow(&flow)),
+    }
 }
 
 /// Opens a streaming read of one of the pipeline's own tables at `path`
@@ -107,14 +117,16 @@ pub fn open_table_reader(
         ));
     };
     let path = path.to_string_lossy().into_owned();
-    connector.open(SourceRequest {
+    let flow = ctx.flow.clone();
+    let opened = connector.open(SourceRequest {
         path: Some(&path),
         schema,
         options,
         ctx,
         streaming,
         table: true,
-    })
+    });
+    in_flow(flow, opened)
 }
 
 pub use crate::options::Options;

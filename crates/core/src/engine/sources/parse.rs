@@ -287,8 +287,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
             let f = &files[*file];
             let (buf, real_start) = read_range(&f.path, *start, *end).map_err(|e| {
                 Error::runtime(format!(
-                    "flow `{}`: cannot read {}: {e}",
-                    cfg.flow,
+                    "cannot read {}: {e}",
                     display_path(&cfg.base_dir, &f.path)
                 ))
             })?;
@@ -321,8 +320,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
                 }
                 Err(e) => Err(Error::external_with_help(
                     format!(
-                        "flow `{}`: cannot read parquet file {}",
-                        cfg.flow,
+                        "cannot read parquet file {}",
                         display_path(&cfg.base_dir, &f.path)
                     ),
                     "replace or remove the file, or set ignoreCorruptFiles to true",
@@ -335,8 +333,8 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
 
 fn unreachable_format(cfg: &ParseConfig) -> Result<Decoded> {
     Err(Error::runtime(format!(
-        "flow `{}`: internal error: {:?} files read as bytes",
-        cfg.flow, cfg.format
+        "internal error: {:?} files read as bytes",
+        cfg.format
     )))
 }
 
@@ -502,8 +500,7 @@ fn assemble(
 fn malformed(cfg: &ParseConfig, path: &Path, line: usize, reason: &str) -> Error {
     Error::runtime_with_help(
         format!(
-            "flow `{}`: malformed record in {} line {line}: {reason}",
-            cfg.flow,
+            "malformed record in {} line {line}: {reason}",
             display_path(&cfg.base_dir, path)
         ),
         "fix the record, or set mode to PERMISSIVE or DROPMALFORMED",
@@ -905,8 +902,7 @@ fn text_chunk(cfg: &ParseConfig, mut buf: Vec<u8>) -> Result<Decoded> {
     }
     if buf.len() > i32::MAX as usize {
         return Err(Error::runtime(format!(
-            "flow `{}`: a text file chunk is larger than 2 GiB",
-            cfg.flow
+            "a text file chunk is larger than 2 GiB"
         )));
     }
     // Line boundaries: [start, end) without the terminator.
@@ -1158,8 +1154,7 @@ impl ParquetRead<'_> {
                                 |e| {
                                     Error::runtime_with_help(
                                         format!(
-                                            "flow `{}`: column `{}` of {} is {} and cannot be read as {}: {e}",
-                                            cfg.flow,
+                                            "column `{}` of {} is {} and cannot be read as {}: {e}",
                                             f.name(),
                                             display_path(&cfg.base_dir, self.path),
                                             c.data_type(),

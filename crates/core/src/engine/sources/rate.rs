@@ -28,7 +28,6 @@ use crate::error::{Error, Result};
 /// The rate source (see the module documentation).
 #[derive(Debug)]
 pub struct RateSource {
-    flow: String,
     schema: SchemaRef,
     rows_per_second: u64,
     ramp_up_secs: u64,
@@ -56,8 +55,8 @@ impl RateSource {
                         .map_err(|e| {
                             Error::runtime_with_help(
                                 format!(
-                                    "flow `{}`: rate source option `rampUpTime` has an invalid value `{v}`: {}",
-                                    ctx.flow, e.message
+                                    "rate source option `rampUpTime` has an invalid value `{v}`: {}",
+                                    e.message
                                 ),
                                 "use a duration such as \"5s\"",
                             )
@@ -68,7 +67,6 @@ impl RateSource {
         };
         let start_ms = start_time(&ctx)?;
         Ok(RateSource {
-            flow: ctx.flow,
             schema,
             rows_per_second,
             ramp_up_secs,
@@ -146,10 +144,7 @@ impl RateSource {
             .or_else(|| o.as_u64())
             .ok_or_else(|| {
                 Error::runtime_with_help(
-                    format!(
-                        "flow `{}`: offset `{o}` is not a rate source offset (expected {{\"value\": N}})",
-                        self.flow
-                    ),
+                    format!("offset `{o}` is not a rate source offset (expected {{\"value\": N}})"),
                     "the checkpoint belongs to a different query: use a new checkpoint location",
                 )
             })

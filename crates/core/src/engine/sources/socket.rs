@@ -63,26 +63,20 @@ impl SocketSource {
             .to_string();
         let port_text = options.get("port").ok_or_else(|| {
             Error::runtime_with_help(
-                format!("flow `{}`: socket source needs the option `port`", ctx.flow),
+                format!("socket source needs the option `port`"),
                 ".option(\"host\", \"localhost\").option(\"port\", 9999)",
             )
         })?;
         let port: u16 = port_text.trim().parse().map_err(|_| {
             Error::runtime_with_help(
-                format!(
-                    "flow `{}`: socket source option `port` must be a port number, got `{port_text}`",
-                    ctx.flow
-                ),
+                format!("socket source option `port` must be a port number, got `{port_text}`"),
                 ".option(\"port\", 9999)",
             )
         })?;
         let addr = format!("{host}:{port}");
         let connect_err = |e: std::io::Error| {
             Error::external_with_help(
-                format!(
-                    "flow `{}`: cannot connect to socket source {addr}",
-                    ctx.flow
-                ),
+                format!("cannot connect to socket source {addr}"),
                 format!("start the server first (e.g. `nc -lk {port}`) or fix `host`/`port`"),
                 e,
             )
@@ -137,7 +131,7 @@ impl SocketSource {
                     }
                 }
             })
-            .map_err(|e| Error::runtime(format!("flow `{}`: cannot start the socket reader: {e}", ctx.flow)))?;
+            .map_err(|e| Error::runtime(format!("cannot start the socket reader: {e}")))?;
         Ok(SocketSource {
             flow: ctx.flow,
             addr,
@@ -155,8 +149,7 @@ impl SocketSource {
             .ok_or_else(|| {
                 Error::runtime_with_help(
                     format!(
-                        "flow `{}`: offset `{o}` is not a socket source offset (expected {{\"lines\": N}})",
-                        self.flow
+                        "offset `{o}` is not a socket source offset (expected {{\"lines\": N}})"
                     ),
                     "the checkpoint belongs to a different query: use a new checkpoint location",
                 )
