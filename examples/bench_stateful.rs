@@ -108,59 +108,6 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
     Ok((secs, p.num_rows_total, p.memory_used_bytes))
 }
 
-/// Spark local[2]'s median seconds per workload label, measured now by
-/// `tests/spark/bench_stateful.py` on the same data.
-fn spark_now(
-    root: &Path,
-    only: Option<&str>,
-    runs: usize,
-    events: u64,
-) -> Result<std::collections::HashMap<String, f64>> {
-    let python = std::env::var_os("PIPELINES_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(&std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/pipelines-venv/bin/python")
-        });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_stateful.py");
-    let mut cmd = std::process::Command::new(&python);
-    cmd.arg(&script)
-        .args(["--runs", &runs.to_string(), "--events", &events.to_string()])
-        .env("SPARK_LOCAL_IP", "127.0.0.1")
-        .env("TZ", "UTC")
-        .env("BENCH_DIR", root);
-    if let Some(o) = only {
-        cmd.args(["--only", o]);
-    }
-    let out = cmd.output().map_err(|e| {
-        dp::Error::runtime(format!(
-            "cannot run {} (set PIPELINES_PYTHON to a Python with PySpark): {e}",
-            python.display()
-        ))
-    })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(dp::Error::runtime(format!(
-            "{} failed: {}{}",
-            script.display(),
-            text,
-            String::from_utf8_lossy(&out.stderr)
-        )));
-    }
-    print!("{text}");
-    let mut secs = std::collections::HashMap::new();
-    for line in text.lines() {
-        for label in LABELS {
-            if let Some(rest) = line.strip_prefix(label) {
-                if let Some(s) = rest.split_whitespace().next().and_then(|t| t.parse().ok()) {
-                    secs.insert(label.to_string(), s);
-                }
-            }
-        }
-    }
-    Ok(secs)
-}
-
 /// The windowed-count workloads, as both benchmarks label them.
 const LABELS: [&str; 4] = [
     "JSON, one batch",
@@ -232,7 +179,17 @@ fn main() -> Result<()> {
     report(LABELS[3], &parquet, "parquet", Some(1), 0.340e6)?;
 
     if spark {
-        let measured = spark_now(&root, only.as_deref(), runs, events)?;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_stateful.py");
+        let mut script_args = vec![
+            "--runs".to_string(),
+            runs.to_string(),
+            "--events".to_string(),
+            events.to_string(),
+        ];
+        if let Some(o) = &only {
+            script_args.extend(["--only".to_string(), o.clone()]);
+        }
+        let measured = bench_data::spark_medians(&script, &root, &script_args, &LABELS)?;
         println!("windowed count with watermark          ours s    Spark s   ours vs Spark local[2], measured now");
         for (label, m) in ours.borrow().iter() {
             match measured.get(*label) {

@@ -44,7 +44,8 @@ pub use session::Session;
 pub mod prelude {
     pub use crate::plan::functions::{
         approx_count_distinct, avg, col, collect_list, count, count_all, count_distinct, first,
-        last, lit, max, min, session_window, sum, tumbling_window, window, window_with_start,
+        last, lit, max, min, session_window, sum, to_timestamp, to_timestamp_with, tumbling_window,
+        window, window_with_start,
     };
     pub use crate::plan::{Catalog, ColumnExpr, GroupedData, JoinType, SortKey, SourceFormat};
     pub use crate::{DataFrame, Error, PlanError, Result, Session};

@@ -152,9 +152,7 @@ impl DeltaSourceOptions {
         };
         if options.get("startingTimestamp").is_some() {
             return Err(Error::runtime_with_help(
-                format!(
-                    "option `startingTimestamp` of the Delta source is not supported"
-                ),
+                "option `startingTimestamp` of the Delta source is not supported".to_string(),
                 "use `startingVersion` with the table version to start from (see the table's history)",
             ));
         }

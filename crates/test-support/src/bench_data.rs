@@ -198,3 +198,56 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
+
+/// Runs a PySpark benchmark script of `tests/spark/` (`script` is its path)
+/// with `args`, on the data under `root`, and returns Spark local[2]'s
+/// median seconds per workload, read from the lines of its output that
+/// start with one of `labels` (its output is printed too). PySpark comes
+/// from `$PIPELINES_PYTHON`, else `~/.cache/pipelines-venv/bin/python`.
+pub fn spark_medians(
+    script: &Path,
+    root: &Path,
+    args: &[String],
+    labels: &[&str],
+) -> Result<std::collections::HashMap<String, f64>> {
+    let python = std::env::var_os("PIPELINES_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pipelines-venv/bin/python")
+        });
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .args(args)
+        .env("SPARK_LOCAL_IP", "127.0.0.1")
+        .env("TZ", "UTC")
+        .env("BENCH_DIR", root)
+        .output()
+        .map_err(|e| {
+            dp::Error::runtime(format!(
+                "cannot run {} (set PIPELINES_PYTHON to a Python with PySpark): {e}",
+                python.display()
+            ))
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(dp::Error::runtime(format!(
+            "{} failed: {}{}",
+            script.display(),
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    print!("{text}");
+    let mut secs = std::collections::HashMap::new();
+    for line in text.lines() {
+        for label in labels {
+            if let Some(rest) = line.strip_prefix(label) {
+                if let Some(s) = rest.split_whitespace().next().and_then(|t| t.parse().ok()) {
+                    secs.insert(label.to_string(), s);
+                }
+            }
+        }
+    }
+    Ok(secs)
+}

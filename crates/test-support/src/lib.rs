@@ -4,7 +4,9 @@
 //! - [`kafka`]: producing and consuming test messages, and a Kafka-protocol
 //!   broker process (tansu) on a free loopback port;
 //! - [`bench_data`]: the benchmarks' generated events (JSON lines and
-//!   Parquet), timed runs and medians.
+//!   Parquet), timed runs, medians, and PySpark's figures on the same data;
+//! - [`string_ts_data`]: events whose event time is an ISO-8601 string.
 
 pub mod bench_data;
 pub mod kafka;
+pub mod string_ts_data;

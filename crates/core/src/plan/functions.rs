@@ -129,6 +129,25 @@ pub fn approx_count_distinct(expr: Expr) -> Expr {
     spark_alias(f, "approx_count_distinct", &expr)
 }
 
+/// `to_timestamp(expr)`: a string as Spark's `CAST(s AS TIMESTAMP)` reads
+/// it (NULL when it is not a timestamp), named `to_timestamp(x)`; see
+/// [`crate::plan::timestamp`].
+pub fn to_timestamp(expr: Expr) -> Expr {
+    let name = format!("to_timestamp({})", expr.schema_name());
+    crate::plan::timestamp::udf::to_timestamp_udf()
+        .call(vec![expr])
+        .alias(name)
+}
+
+/// `to_timestamp(expr, pattern)` with a Spark datetime pattern such as
+/// `"yyyy-MM-dd HH:mm:ss"`, named `to_timestamp(x, pattern)`.
+pub fn to_timestamp_with(expr: Expr, pattern: &str) -> Expr {
+    let name = format!("to_timestamp({}, {pattern})", expr.schema_name());
+    crate::plan::timestamp::udf::to_timestamp_udf()
+        .call(vec![expr, lit(pattern)])
+        .alias(name)
+}
+
 /// `collect_list(expr)`: the group's values as an array, named `collect_list(x)`.
 pub fn collect_list(expr: Expr) -> Expr {
     let f = datafusion::functions_aggregate::expr_fn::array_agg(expr.clone());

@@ -61,6 +61,7 @@ pub mod functions;
 pub mod reader;
 pub mod resolve;
 pub(crate) mod sql;
+pub mod timestamp;
 
 pub use reader::{DataStreamReader, IntoSchema, SourceFormat, SourceSpec};
 pub use resolve::{ResolvedNode, ResolvedPlan};

@@ -23,7 +23,7 @@ pub(crate) fn sql_context() -> &'static SessionContext {
 /// A DataFusion context with Spark's conventions and our streaming
 /// functions: STRING is plain Utf8, identifiers keep their case (resolution
 /// then matches names case-insensitively, like Spark), `window` /
-/// `session_window` are registered, and Spark's aggregate names `first`,
+/// `session_window` and Spark's `to_timestamp` are registered, and Spark's aggregate names `first`,
 /// `last`, `approx_count_distinct` and `collect_list`. `config` carries the caller's own settings.
 pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) -> SessionContext {
     let opts = config.options_mut();
@@ -33,6 +33,13 @@ pub(crate) fn streaming_context(mut config: datafusion::prelude::SessionConfig) 
     ctx.register_udf(crate::plan::functions::window_udf().as_ref().clone());
     ctx.register_udf(
         crate::plan::functions::session_window_udf()
+            .as_ref()
+            .clone(),
+    );
+    // Spark's `to_timestamp` (NULL for a string that is not a timestamp,
+    // Spark's datetime patterns) in place of DataFusion's.
+    ctx.register_udf(
+        crate::plan::timestamp::udf::to_timestamp_udf()
             .as_ref()
             .clone(),
     );
@@ -121,7 +128,50 @@ pub(crate) fn sql_to_expr(
         parse_sql_syntax(sql).map_err(|e| datafusion::error::DataFusionError::Plan(e.message))?;
     match_identifiers_ignoring_case(&mut parsed.expr, schema);
     static STATE: OnceLock<datafusion::execution::SessionState> = OnceLock::new();
-    STATE
+    let expr = STATE
         .get_or_init(|| sql_context().state())
-        .create_logical_expr_from_sql_expr(parsed, schema)
+        .create_logical_expr_from_sql_expr(parsed, schema)?;
+    spark_string_casts(expr, schema)
+}
+
+/// `CAST(s AS TIMESTAMP)` of a string as Spark casts it: through
+/// `to_timestamp`, so a string that is not a timestamp is NULL (not an
+/// error) and every form Spark accepts parses, on the fast path.
+fn spark_string_casts(
+    expr: Expr,
+    schema: &DFSchema,
+) -> Result<Expr, datafusion::error::DataFusionError> {
+    use crate::plan::timestamp::udf::{timestamp_type, to_timestamp_udf};
+    use arrow::datatypes::DataType;
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::logical_expr::{Cast, ExprSchemable, TryCast};
+    expr.transform_up(|e| {
+        let (inner, to) = match &e {
+            Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => {
+                (expr, field.data_type().clone())
+            }
+            _ => return Ok(Transformed::no(e)),
+        };
+        if !matches!(to, DataType::Timestamp(..)) {
+            return Ok(Transformed::no(e));
+        }
+        let string =
+            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        let is_string = match inner.get_type(schema)? {
+            DataType::Dictionary(_, v) => string(&v),
+            t => string(&t),
+        };
+        if !is_string {
+            return Ok(Transformed::no(e));
+        }
+        let call = to_timestamp_udf().call(vec![inner.as_ref().clone()]);
+        // SQL's `TIMESTAMP` (no zone) is Spark's TIMESTAMP, in the session
+        // time zone, in microseconds.
+        Ok(Transformed::yes(match to {
+            DataType::Timestamp(_, None) => call,
+            t if t == timestamp_type() => call,
+            t => Expr::Cast(Cast::new(Box::new(call), t)),
+        }))
+    })
+    .map(|t| t.data)
 }

@@ -834,7 +834,7 @@ fn a_timestamp_pattern_option_is_refused_not_misread() {
             );
             assert_eq!(
                 help.as_deref(),
-                Some("remove `timestampFormat` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)")
+                Some("remove `timestampFormat`, declare the column as STRING and convert it with the same Spark pattern: .with_column(\"ts\", \"to_timestamp(ts, 'dd/MM/yyyy HH:mm')\")")
             );
         }
         other => panic!("unexpected error {other}"),

@@ -25,3 +25,8 @@ mod spec_env;
 mod spec_errors;
 mod spec_parse;
 mod spec_trigger;
+mod timestamp_golden;
+mod timestamp_props;
+mod timestamp_reference;
+mod timestamp_sql;
+mod timestamp_unit;

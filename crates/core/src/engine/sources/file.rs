@@ -142,7 +142,7 @@ impl FileSource {
                 ))
         {
             return Err(Error::runtime_with_help(
-                format!("text source schema must be a single STRING column"),
+                "text source schema must be a single STRING column".to_string(),
                 "remove .schema(...) to get the column `value STRING`",
             ));
         }
@@ -455,7 +455,7 @@ impl FileSourceOptions {
                             "option `{key}` (`{v}`) is not supported: this source reads timestamps and dates in ISO-8601 only (`2026-11-01T10:00:05Z`, `2026-11-01 10:00:05`, `2026-11-01`)"
                         ),
                         format!(
-                            "remove `{key}` and declare the column as STRING, then convert it, e.g. .with_column(\"ts\", \"to_timestamp(ts, '%d/%m/%Y %H:%M:%S')\") (chrono format)"
+                            "remove `{key}`, declare the column as STRING and convert it with the same Spark pattern: .with_column(\"ts\", \"to_timestamp(ts, '{v}')\")"
                         ),
                     ));
                 }

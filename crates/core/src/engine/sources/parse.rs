@@ -901,9 +901,9 @@ fn text_chunk(cfg: &ParseConfig, mut buf: Vec<u8>) -> Result<Decoded> {
         buf = String::from_utf8_lossy(&buf).into_owned().into_bytes();
     }
     if buf.len() > i32::MAX as usize {
-        return Err(Error::runtime(format!(
-            "a text file chunk is larger than 2 GiB"
-        )));
+        return Err(Error::runtime(
+            "a text file chunk is larger than 2 GiB".to_string(),
+        ));
     }
     // Line boundaries: [start, end) without the terminator.
     let mut bounds: Vec<(i32, i32)> = Vec::new();

@@ -63,7 +63,7 @@ impl SocketSource {
             .to_string();
         let port_text = options.get("port").ok_or_else(|| {
             Error::runtime_with_help(
-                format!("socket source needs the option `port`"),
+                "socket source needs the option `port`".to_string(),
                 ".option(\"host\", \"localhost\").option(\"port\", 9999)",
             )
         })?;
