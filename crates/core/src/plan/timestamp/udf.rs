@@ -14,10 +14,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, StringViewArray, TimestampMicrosecondArray,
-    TimestampMicrosecondBuilder,
-};
+use arrow::array::{Array, ArrayRef, AsArray, StringViewArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -173,12 +170,9 @@ fn convert(
         None => cast_timestamp_with_zones(s),
     };
     let out = match array.data_type() {
-        DataType::Utf8 => strings(array.as_string::<i32>().iter(), array.len(), parse),
-        DataType::LargeUtf8 => strings(array.as_string::<i64>().iter(), array.len(), parse),
-        DataType::Utf8View => {
-            let a: &StringViewArray = array.as_string_view();
-            strings(a.iter(), a.len(), parse)
-        }
+        DataType::Utf8 => strings(array.as_string::<i32>(), parse),
+        DataType::LargeUtf8 => strings(array.as_string::<i64>(), parse),
+        DataType::Utf8View => string_views(array.as_string_view(), parse),
         DataType::Null => TimestampMicrosecondArray::new_null(array.len()),
         DataType::Int64 => {
             let secs = array.as_primitive::<arrow::datatypes::Int64Type>();
@@ -200,14 +194,38 @@ fn convert(
     Ok(out.with_timezone(SESSION_TIME_ZONE))
 }
 
-fn strings<'a>(
-    values: impl Iterator<Item = Option<&'a str>>,
-    len: usize,
+/// `parse` over every string of `a`: one pass over the offsets and the
+/// value bytes, no per-row allocation; a NULL input or a string `parse`
+/// refuses is NULL.
+fn strings<O: arrow::array::OffsetSizeTrait>(
+    a: &arrow::array::GenericStringArray<O>,
     parse: impl Fn(&[u8]) -> Option<i64>,
 ) -> TimestampMicrosecondArray {
-    let mut b = TimestampMicrosecondBuilder::with_capacity(len);
-    for v in values {
-        b.append_option(v.and_then(|s| parse(s.as_bytes())));
+    let n = a.len();
+    let offsets = a.value_offsets();
+    let data = a.value_data();
+    let nulls = a.nulls();
+    let mut values = Vec::with_capacity(n);
+    let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    for i in 0..n {
+        let v = if nulls.is_none_or(|b| b.is_valid(i)) {
+            parse(&data[offsets[i].as_usize()..offsets[i + 1].as_usize()])
+        } else {
+            None
+        };
+        values.push(v.unwrap_or(0));
+        valid.append(v.is_some());
     }
-    b.finish()
+    let nulls = arrow::buffer::NullBuffer::new(valid.finish());
+    TimestampMicrosecondArray::new(values.into(), Some(nulls))
+}
+
+/// `parse` over a string view array.
+fn string_views(
+    a: &StringViewArray,
+    parse: impl Fn(&[u8]) -> Option<i64>,
+) -> TimestampMicrosecondArray {
+    a.iter()
+        .map(|v| v.and_then(|s| parse(s.as_bytes())))
+        .collect()
 }

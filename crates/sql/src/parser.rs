@@ -1,0 +1,1292 @@
+//! The SDP statement headers, read from the lexer's tokens; queries and
+//! expressions are handed to [`crate::query`].
+
+use crate::error::SqlError;
+use crate::lexer::{unquote_ident, unquote_string, Kind, Source, Token};
+use crate::query;
+use crate::statement::*;
+
+pub(crate) type PResult<T> = Result<T, Box<SqlError>>;
+
+/// The statements SDP SQL files may hold, for messages.
+pub(crate) const SUPPORTED: &str = "CREATE [OR REFRESH] STREAMING TABLE, \
+CREATE [OR REFRESH] MATERIALIZED VIEW, CREATE [TEMPORARY] VIEW, \
+CREATE FLOW ... AS INSERT INTO ... BY NAME, CREATE FLOW ... AS AUTO CDC INTO, SET, RESET";
+
+/// The file being parsed.
+pub(crate) struct Ctx<'a> {
+    pub file: &'a str,
+    pub src: &'a Source<'a>,
+}
+
+impl Ctx<'_> {
+    pub fn err(
+        &self,
+        offset: usize,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) -> Box<SqlError> {
+        self.err_at(self.src.span(offset), message, help)
+    }
+
+    pub fn err_at(
+        &self,
+        span: Span,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) -> Box<SqlError> {
+        Box::new(SqlError::new(self.file, self.src, span, message, help))
+    }
+}
+
+/// A cursor over one statement's tokens.
+pub(crate) struct Cursor<'a> {
+    pub cx: &'a Ctx<'a>,
+    pub toks: &'a [Token],
+    pub i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(cx: &'a Ctx<'a>, toks: &'a [Token]) -> Self {
+        Cursor { cx, toks, i: 0 }
+    }
+
+    pub fn peek(&self) -> Option<&'a Token> {
+        self.toks.get(self.i)
+    }
+
+    pub fn peek_at(&self, k: usize) -> Option<&'a Token> {
+        self.toks.get(self.i + k)
+    }
+
+    pub fn text(&self, t: &Token) -> &'a str {
+        self.cx.src.tok(t)
+    }
+
+    pub fn is_kw(&self, t: Option<&Token>, kw: &str) -> bool {
+        t.is_some_and(|t| t.kind == Kind::Word && self.text(t).eq_ignore_ascii_case(kw))
+    }
+
+    pub fn is_punct(&self, t: Option<&Token>, p: &str) -> bool {
+        t.is_some_and(|t| t.kind == Kind::Punct && self.text(t) == p)
+    }
+
+    pub fn at_kw(&self, kw: &str) -> bool {
+        self.is_kw(self.peek(), kw)
+    }
+
+    /// The next tokens are these keywords.
+    pub fn at_kws(&self, kws: &[&str]) -> bool {
+        kws.iter()
+            .enumerate()
+            .all(|(k, kw)| self.is_kw(self.peek_at(k), kw))
+    }
+
+    pub fn eat_kw(&mut self, kw: &str) -> bool {
+        let yes = self.at_kw(kw);
+        if yes {
+            self.i += 1;
+        }
+        yes
+    }
+
+    pub fn at_punct(&self, p: &str) -> bool {
+        self.is_punct(self.peek(), p)
+    }
+
+    pub fn eat_punct(&mut self, p: &str) -> bool {
+        let yes = self.at_punct(p);
+        if yes {
+            self.i += 1;
+        }
+        yes
+    }
+
+    pub fn at_end(&self) -> bool {
+        self.i >= self.toks.len()
+    }
+
+    /// The offset of the current token, or just past the last one.
+    pub fn here(&self) -> usize {
+        match self.peek() {
+            Some(t) => t.start,
+            None => self.toks.last().map_or(0, |t| t.end),
+        }
+    }
+
+    pub fn span_here(&self) -> Span {
+        self.cx.src.span(self.here())
+    }
+
+    pub fn span_of(&self, t: &Token) -> Span {
+        self.cx.src.span(t.start)
+    }
+
+    /// The current token for a message: `` `SELCT` `` or "the end of the statement".
+    pub fn found(&self) -> String {
+        match self.peek() {
+            Some(t) => describe(self.text(t)),
+            None => "the end of the statement".to_string(),
+        }
+    }
+
+    pub fn expected(&self, what: &str, help: Option<String>) -> Box<SqlError> {
+        self.cx.err(
+            self.here(),
+            format!("expected {what}, found {}", self.found()),
+            help,
+        )
+    }
+
+    pub fn expect_kw(&mut self, kw: &str, context: &str) -> PResult<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(self.expected(&format!("{kw} {context}"), None))
+        }
+    }
+
+    pub fn expect_punct(&mut self, p: &str, context: &str) -> PResult<()> {
+        if self.eat_punct(p) {
+            Ok(())
+        } else {
+            Err(self.expected(&format!("`{p}` {context}"), None))
+        }
+    }
+
+    /// An identifier: a word or a backtick-quoted name.
+    pub fn ident(&mut self, what: &str) -> PResult<Ident> {
+        match self.peek() {
+            Some(t) if t.kind == Kind::Word => {
+                self.i += 1;
+                Ok(Ident::new(self.text(t), self.span_of(t)))
+            }
+            Some(t) if t.kind == Kind::QuotedIdent => {
+                self.i += 1;
+                Ok(Ident::new(unquote_ident(self.text(t)), self.span_of(t)))
+            }
+            _ => Err(self.expected(what, None)),
+        }
+    }
+
+    /// A possibly qualified name: `a`, `a.b`, `` `a`.`b c` ``.
+    pub fn name(&mut self, what: &str) -> PResult<Name> {
+        let first = self.ident(what)?;
+        let mut name = Name::new([first.value], first.span);
+        while self.at_punct(".") {
+            self.i += 1;
+            let part = self.ident(&format!("a name part after `{name}.`"))?;
+            name.parts.push(part.value);
+        }
+        Ok(name)
+    }
+
+    /// A string literal (adjacent literals are concatenated, as in Spark).
+    pub fn string(&mut self, what: &str) -> PResult<String> {
+        let mut out = match self.peek() {
+            Some(t) if t.kind == Kind::Str => unquote_string(self.text(t)),
+            _ => return Err(self.expected(what, None)),
+        };
+        self.i += 1;
+        while let Some(t) = self.peek().filter(|t| t.kind == Kind::Str) {
+            out.push_str(&unquote_string(self.text(t)));
+            self.i += 1;
+        }
+        Ok(out)
+    }
+
+    /// Skips a parenthesized group starting at the current `(`; returns the
+    /// index of its `)`.
+    pub fn skip_parens(&mut self) -> PResult<usize> {
+        let open = self.here();
+        let mut depth = 0usize;
+        while let Some(t) = self.peek() {
+            if t.kind == Kind::Punct {
+                match self.text(t) {
+                    "(" => depth += 1,
+                    ")" => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            let close = self.i;
+                            self.i += 1;
+                            return Ok(close);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.i += 1;
+        }
+        Err(self.cx.err(
+            open,
+            "this `(` is never closed",
+            Some("add the matching `)`".into()),
+        ))
+    }
+}
+
+/// A token's text for a message, shortened when long.
+pub(crate) fn describe(text: &str) -> String {
+    let short: String = text.chars().take(40).collect();
+    if short.len() < text.len() {
+        format!("`{short}...`")
+    } else {
+        format!("`{short}`")
+    }
+}
+
+/// Parses one statement (a non-empty run of tokens between `;`s).
+pub(crate) fn statement(cx: &Ctx<'_>, toks: &[Token]) -> PResult<Statement> {
+    let mut c = Cursor::new(cx, toks);
+    let start = c.span_here();
+    if c.at_kw("SET") {
+        return set(&mut c, start).map(Statement::Set);
+    }
+    if c.at_kw("RESET") {
+        return reset(&mut c, start).map(Statement::Reset);
+    }
+    if !c.eat_kw("CREATE") {
+        return Err(unsupported(&c));
+    }
+    let mut or_refresh = false;
+    let mut or_replace = false;
+    if c.at_kw("OR") {
+        if c.is_kw(c.peek_at(1), "REFRESH") {
+            or_refresh = true;
+        } else if c.is_kw(c.peek_at(1), "REPLACE") {
+            or_replace = true;
+        } else {
+            c.i += 1;
+            return Err(c.expected("REFRESH or REPLACE after CREATE OR", None));
+        }
+        c.i += 2;
+    }
+    let kind_offset = c.here();
+    for (first, second) in [
+        ("STREAMING", "TABLE"),
+        ("MATERIALIZED", "VIEW"),
+        ("TEMPORARY", "VIEW"),
+        ("TEMP", "VIEW"),
+    ] {
+        if c.at_kw(first) && !c.is_kw(c.peek_at(1), second) {
+            c.i += 1;
+            let help = c
+                .peek()
+                .filter(|t| t.kind == Kind::Word && close_to(c.text(t), second))
+                .map(|_| format!("did you mean `{second}`?"));
+            return Err(c.expected(&format!("{second} after {first}"), help));
+        }
+    }
+    if c.at_kws(&["STREAMING", "TABLE"]) || c.at_kws(&["MATERIALIZED", "VIEW"]) {
+        let streaming = c.at_kw("STREAMING");
+        if or_replace {
+            let what = if streaming {
+                "STREAMING TABLE"
+            } else {
+                "MATERIALIZED VIEW"
+            };
+            return Err(cx.err(
+                kind_offset,
+                format!("`CREATE OR REPLACE {what}` is not supported"),
+                Some(format!(
+                    "write `CREATE {what}` or `CREATE OR REFRESH {what}`"
+                )),
+            ));
+        }
+        c.i += 2;
+        return dataset(&mut c, start, streaming);
+    }
+    if c.at_kw("VIEW") || c.at_kws(&["TEMPORARY", "VIEW"]) || c.at_kws(&["TEMP", "VIEW"]) {
+        let temporary = !c.at_kw("VIEW");
+        if or_refresh {
+            return Err(cx.err(
+                kind_offset,
+                "`CREATE OR REFRESH` applies to streaming tables and materialized views, not views",
+                Some("write `CREATE VIEW` or `CREATE TEMPORARY VIEW`".into()),
+            ));
+        }
+        c.i += if temporary { 2 } else { 1 };
+        return view(&mut c, start, temporary).map(Statement::View);
+    }
+    if c.at_kws(&["GLOBAL", "TEMPORARY", "VIEW"]) {
+        return Err(cx.err(
+            kind_offset,
+            "global temporary views are not supported in a pipeline",
+            Some("write `CREATE TEMPORARY VIEW` (visible to the pipeline) or `CREATE VIEW` (published)".into()),
+        ));
+    }
+    if c.at_kw("FLOW") {
+        if or_refresh || or_replace {
+            return Err(cx.err(
+                kind_offset,
+                "a flow is declared with `CREATE FLOW`, without OR REFRESH or OR REPLACE",
+                None,
+            ));
+        }
+        c.i += 1;
+        return flow(&mut c, start).map(Statement::Flow);
+    }
+    Err(unsupported(&c))
+}
+
+/// `word` is a likely misspelling of `keyword` (edit distance 1 or 2).
+pub(crate) fn close_to(word: &str, keyword: &str) -> bool {
+    let a: Vec<char> = word.to_ascii_uppercase().chars().collect();
+    let b: Vec<char> = keyword.chars().collect();
+    if a == b || a.len() < 2 {
+        return false;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    let distance = prev[b.len()];
+    distance <= if b.len() <= 4 { 1 } else { 2 }
+}
+
+/// The error for a statement SDP does not support, naming its kind.
+fn unsupported(c: &Cursor<'_>) -> Box<SqlError> {
+    let Some(first_tok) = c.toks.first() else {
+        return c.cx.err(0, "expected a statement", None);
+    };
+    if first_tok.kind != Kind::Word {
+        return c.cx.err(
+            first_tok.start,
+            format!(
+                "expected a statement, found {}",
+                describe(c.text(first_tok))
+            ),
+            Some(format!("supported statements: {SUPPORTED}")),
+        );
+    }
+    const OBJECTS: &[&str] = &[
+        "TABLE",
+        "VIEW",
+        "FUNCTION",
+        "SCHEMA",
+        "DATABASE",
+        "NAMESPACE",
+        "CATALOG",
+        "INDEX",
+        "FLOW",
+        "VARIABLE",
+        "ROLE",
+        "MACRO",
+        "TABLES",
+        "VIEWS",
+        "FUNCTIONS",
+        "COLUMNS",
+        "PARTITIONS",
+        "DATABASES",
+        "SCHEMAS",
+        "CATALOGS",
+        "STREAMING",
+        "MATERIALIZED",
+    ];
+    let words: Vec<String> = c
+        .toks
+        .iter()
+        .take(6)
+        .take_while(|t| t.kind == Kind::Word)
+        .map(|t| c.text(t).to_ascii_uppercase())
+        .collect();
+    let kind = match words.first().map(String::as_str) {
+        None => c.text(first_tok).to_string(),
+        Some(
+            "CREATE" | "DROP" | "ALTER" | "SHOW" | "DESCRIBE" | "DESC" | "REFRESH" | "TRUNCATE"
+            | "ANALYZE" | "CACHE" | "UNCACHE" | "MSCK" | "REPAIR",
+        ) => match words.iter().position(|w| OBJECTS.contains(&w.as_str())) {
+            Some(p) => {
+                let mut end = p + 1;
+                if matches!(words[p].as_str(), "STREAMING" | "MATERIALIZED") && end < words.len() {
+                    end += 1;
+                }
+                words[..end].join(" ")
+            }
+            None => words[..words.len().min(2)].join(" "),
+        },
+        Some(first) => first.to_string(),
+    };
+    let first = words.first().map_or("", String::as_str);
+    let hint = match first {
+        "INSERT" => Some("a flow appends to a table: `CREATE FLOW name AS INSERT INTO target BY NAME SELECT ...`"),
+        "SELECT" | "WITH" | "VALUES" | "FROM" | "TABLE" => Some(
+            "a query must define a dataset: `CREATE MATERIALIZED VIEW name AS SELECT ...` or \
+             `CREATE STREAMING TABLE name AS SELECT ...`",
+        ),
+        "CREATE" if kind.ends_with(" TABLE") => {
+            Some("pipeline tables are `CREATE STREAMING TABLE` or `CREATE MATERIALIZED VIEW`")
+        }
+        "APPLY" | "AUTO" => Some(
+            "a change feed is applied by a flow: `CREATE FLOW name AS AUTO CDC INTO target FROM ...`",
+        ),
+        _ => None,
+    };
+    // A misspelt keyword: the first word, or the one after CREATE [OR ...].
+    let typo = if first == "CREATE" {
+        let after = words
+            .iter()
+            .skip(1)
+            .find(|w| !matches!(w.as_str(), "OR" | "REFRESH" | "REPLACE"));
+        after.and_then(|w| {
+            ["STREAMING", "MATERIALIZED", "TEMPORARY", "VIEW", "FLOW"]
+                .into_iter()
+                .find(|k| close_to(w, k))
+                .map(|k| format!("did you mean `{k}`?"))
+        })
+    } else {
+        ["CREATE", "SET", "RESET"]
+            .into_iter()
+            .find(|k| close_to(first, k))
+            .map(|k| format!("did you mean `{k}`?"))
+    };
+    let hint = typo.or(hint.map(str::to_string));
+    c.cx.err(
+        first_tok.start,
+        format!(
+            "`{kind}` is not supported in a pipeline SQL file; supported statements: {SUPPORTED}"
+        ),
+        hint,
+    )
+}
+
+/// `SET key = value`, `SET TIME ZONE 'zone'`.
+fn set(c: &mut Cursor<'_>, span: Span) -> PResult<Set> {
+    let set_tok = c.toks[c.i];
+    c.i += 1;
+    let help =
+        Some("write `SET key = value`, e.g. `SET spark.sql.shuffle.partitions = 4`".to_string());
+    if c.at_end() {
+        return Err(c
+            .cx
+            .err(set_tok.start, "`SET` needs a key and a value", help));
+    }
+    if c.at_kws(&["TIME", "ZONE"]) {
+        c.i += 2;
+        if let Some(t) = c.peek().filter(|t| t.kind == Kind::Str) {
+            if c.i + 1 == c.toks.len() {
+                return Ok(Set {
+                    span,
+                    key: "spark.sql.session.timeZone".into(),
+                    value: unquote_string(c.text(t)),
+                });
+            }
+        }
+        return Err(c.expected(
+            "a time zone string after SET TIME ZONE",
+            Some("write `SET TIME ZONE 'UTC'`".into()),
+        ));
+    }
+    if c.at_kw("VAR") || c.at_kw("VARIABLE") || c.at_kw("CATALOG") || c.at_kw("ROLE") {
+        let what = c.text(&c.toks[c.i]).to_ascii_uppercase();
+        return Err(c.cx.err(
+            set_tok.start,
+            format!("`SET {what}` is not supported in a pipeline SQL file; supported statements: {SUPPORTED}"),
+            None,
+        ));
+    }
+    let key_start = c.i;
+    let Some(eq) = c.toks[key_start..]
+        .iter()
+        .position(|t| t.kind == Kind::Punct && c.text(t) == "=")
+        .map(|p| key_start + p)
+    else {
+        return Err(c.cx.err(
+            c.toks.last().map_or(set_tok.end, |t| t.end),
+            format!(
+                "`SET {}` has no value: a pipeline SET must assign one",
+                c.cx.src
+                    .slice(c.toks[key_start].start, c.toks[c.toks.len() - 1].end)
+                    .trim()
+            ),
+            help,
+        ));
+    };
+    if eq == key_start {
+        return Err(c
+            .cx
+            .err(c.toks[eq].start, "expected a key before `=`", help));
+    }
+    let key = single_unquoted(c, &c.toks[key_start..eq]);
+    let value = single_unquoted(c, &c.toks[eq + 1..]);
+    Ok(Set { span, key, value })
+}
+
+/// The text of a run of tokens, trimmed; one quoted token is unquoted.
+fn single_unquoted(c: &Cursor<'_>, toks: &[Token]) -> String {
+    match toks {
+        [] => String::new(),
+        [t] if t.kind == Kind::Str => unquote_string(c.text(t)),
+        [t] if t.kind == Kind::QuotedIdent => unquote_ident(c.text(t)),
+        [first, .., last] | [first @ last] => {
+            c.cx.src.slice(first.start, last.end).trim().to_string()
+        }
+    }
+}
+
+/// `RESET` or `RESET key`.
+fn reset(c: &mut Cursor<'_>, span: Span) -> PResult<Reset> {
+    c.i += 1;
+    let rest = &c.toks[c.i..];
+    let key = (!rest.is_empty()).then(|| single_unquoted(c, rest));
+    Ok(Reset { span, key })
+}
+
+/// The clauses that follow a dataset's name, in any order, each once.
+#[derive(Default)]
+struct Clauses {
+    using: Option<Ident>,
+    comment: Option<String>,
+    partitioned_by: Option<Vec<Ident>>,
+    properties: Option<Vec<Property>>,
+}
+
+/// Reads `USING`, `COMMENT`, `PARTITIONED BY`, `TBLPROPERTIES` (those allowed)
+/// until something else; `after` tracks what was read last, for messages.
+fn clauses(
+    c: &mut Cursor<'_>,
+    out: &mut Clauses,
+    allowed: &[&str],
+    after: &mut &'static str,
+) -> PResult<()> {
+    const NOT_SUPPORTED: &[&str] = &[
+        "LOCATION",
+        "OPTIONS",
+        "CLUSTER",
+        "CLUSTERED",
+        "ROW",
+        "STORED",
+        "SKEWED",
+        "DEFAULT",
+        "WITH",
+        "SCHEDULE",
+        "TRIGGER",
+        "MASK",
+        "CONSTRAINT",
+    ];
+    loop {
+        let at = c.here();
+        let dup = |what: &str| {
+            c.cx.err(
+                at,
+                format!("duplicate {what} clause"),
+                Some(format!("write {what} once")),
+            )
+        };
+        if c.at_kw("USING") && allowed.contains(&"USING") {
+            if out.using.is_some() {
+                return Err(dup("USING"));
+            }
+            c.i += 1;
+            out.using = Some(c.ident("a format name after USING")?);
+            *after = "the USING clause";
+        } else if c.at_kw("COMMENT") && allowed.contains(&"COMMENT") {
+            if out.comment.is_some() {
+                return Err(dup("COMMENT"));
+            }
+            c.i += 1;
+            out.comment = Some(c.string("a string after COMMENT")?);
+            *after = "the COMMENT clause";
+        } else if c.at_kws(&["PARTITIONED", "BY"]) && allowed.contains(&"PARTITIONED BY") {
+            if out.partitioned_by.is_some() {
+                return Err(dup("PARTITIONED BY"));
+            }
+            c.i += 2;
+            out.partitioned_by = Some(partition_columns(c)?);
+            *after = "the PARTITIONED BY clause";
+        } else if c.at_kw("TBLPROPERTIES") && allowed.contains(&"TBLPROPERTIES") {
+            if out.properties.is_some() {
+                return Err(dup("TBLPROPERTIES"));
+            }
+            c.i += 1;
+            out.properties = Some(properties(c, "TBLPROPERTIES")?);
+            *after = "the TBLPROPERTIES clause";
+        } else if let Some(t) = c.peek().filter(|t| {
+            t.kind == Kind::Word
+                && (NOT_SUPPORTED
+                    .iter()
+                    .any(|k| c.text(t).eq_ignore_ascii_case(k))
+                    || ["USING", "PARTITIONED", "TBLPROPERTIES"]
+                        .iter()
+                        .any(|k| c.text(t).eq_ignore_ascii_case(k) && !allowed.contains(k)))
+        }) {
+            if c.text(t).eq_ignore_ascii_case("WITH")
+                && !c.is_punct(c.peek_at(1), "(")
+                && !c.is_kw(c.peek_at(1), "SCHEMA")
+            {
+                return Ok(());
+            }
+            return Err(c.cx.err(
+                t.start,
+                format!(
+                    "the `{}` clause is not supported here",
+                    c.text(t).to_ascii_uppercase()
+                ),
+                Some(format!("supported clauses: {}", allowed.join(", "))),
+            ));
+        } else {
+            return Ok(());
+        }
+    }
+}
+
+/// `(a, b)` after `PARTITIONED BY`.
+fn partition_columns(c: &mut Cursor<'_>) -> PResult<Vec<Ident>> {
+    c.expect_punct("(", "after PARTITIONED BY")?;
+    let mut cols = Vec::new();
+    loop {
+        let col = c.ident("a column name")?;
+        if c.at_punct(".") {
+            return Err(c.cx.err_at(
+                col.span,
+                "a partition column must be a single identifier",
+                Some("name a top-level column of the table".into()),
+            ));
+        }
+        if c.at_punct("(") {
+            return Err(c.cx.err_at(
+                col.span,
+                format!(
+                    "partition transforms such as `{}(...)` are not supported",
+                    col.value
+                ),
+                Some("list column names: `PARTITIONED BY (a, b)`".into()),
+            ));
+        }
+        cols.push(col);
+        if c.eat_punct(",") {
+            continue;
+        }
+        c.expect_punct(")", "or `,` in the partition column list")?;
+        return Ok(cols);
+    }
+}
+
+/// `('k' = 'v', k.x = 1, ...)`.
+pub(crate) fn properties(c: &mut Cursor<'_>, what: &str) -> PResult<Vec<Property>> {
+    c.expect_punct("(", &format!("after {what}"))?;
+    let mut props: Vec<Property> = Vec::new();
+    loop {
+        let span = c.span_here();
+        let key = match c.peek() {
+            Some(t) if t.kind == Kind::Str => {
+                c.i += 1;
+                unquote_string(c.text(t))
+            }
+            Some(t) if matches!(t.kind, Kind::Word | Kind::QuotedIdent) => {
+                c.name("a property key")?.parts.join(".")
+            }
+            _ => return Err(c.expected("a property key", None)),
+        };
+        c.eat_punct("=");
+        let value = match c.peek() {
+            Some(t) if t.kind == Kind::Str => {
+                c.i += 1;
+                unquote_string(c.text(t))
+            }
+            Some(t) if matches!(t.kind, Kind::Number | Kind::Word) => {
+                c.i += 1;
+                c.text(t).to_string()
+            }
+            Some(t)
+                if c.is_punct(Some(t), "-")
+                    && c.peek_at(1).is_some_and(|n| n.kind == Kind::Number) =>
+            {
+                let n = c.toks[c.i + 1];
+                c.i += 2;
+                format!("-{}", c.text(&n))
+            }
+            _ => return Err(c.expected(&format!("a value for property `{key}`"), None)),
+        };
+        if props.iter().any(|p| p.key == key) {
+            return Err(c
+                .cx
+                .err_at(span, format!("duplicate property key `{key}`"), None));
+        }
+        props.push(Property { key, value, span });
+        if c.eat_punct(",") {
+            continue;
+        }
+        c.expect_punct(")", &format!("or `,` in {what}"))?;
+        return Ok(props);
+    }
+}
+
+/// `(col type [NOT NULL] [COMMENT '...'], ...)` of a dataset.
+fn table_columns(c: &mut Cursor<'_>) -> PResult<Vec<ColumnDef>> {
+    c.i += 1; // (
+    let mut cols = Vec::new();
+    if c.eat_punct(")") {
+        return Ok(cols);
+    }
+    const CONSTRAINTS: &[&str] = &["CONSTRAINT", "PRIMARY", "FOREIGN", "CHECK", "UNIQUE"];
+    const STOP: &[&str] = &[
+        "NOT",
+        "NULL",
+        "COMMENT",
+        "DEFAULT",
+        "GENERATED",
+        "CONSTRAINT",
+        "PRIMARY",
+        "REFERENCES",
+        "CHECK",
+        "UNIQUE",
+        "MASK",
+    ];
+    loop {
+        if let Some(t) = c
+            .peek()
+            .filter(|t| CONSTRAINTS.iter().any(|k| c.is_kw(Some(t), k)))
+        {
+            return Err(c.cx.err(
+                t.start,
+                "table constraints are not supported in a pipeline dataset's column list",
+                Some("declare columns only: `name type [NOT NULL] [COMMENT '...']`".into()),
+            ));
+        }
+        let name = c.ident("a column name")?;
+        // The type: everything up to a column option, `,` or `)` outside
+        // parentheses and angle brackets.
+        let type_start = c.i;
+        let mut depth = 0usize;
+        while let Some(t) = c.peek() {
+            let s = c.text(t);
+            if t.kind == Kind::Punct {
+                match s {
+                    "(" | "<" => depth += 1,
+                    ")" | ">" if depth > 0 => depth -= 1,
+                    ")" | "," if depth == 0 => break,
+                    _ => {}
+                }
+            } else if depth == 0
+                && t.kind == Kind::Word
+                && STOP.iter().any(|k| s.eq_ignore_ascii_case(k))
+            {
+                break;
+            }
+            c.i += 1;
+        }
+        if c.i == type_start {
+            return Err(c.expected(&format!("a data type for column `{}`", name.value), None));
+        }
+        let data_type =
+            c.cx.src
+                .slice(c.toks[type_start].start, c.toks[c.i - 1].end)
+                .to_string();
+        let mut col = ColumnDef {
+            name,
+            data_type,
+            not_null: false,
+            comment: None,
+        };
+        loop {
+            if c.at_kws(&["NOT", "NULL"]) {
+                c.i += 2;
+                col.not_null = true;
+            } else if c.at_kw("NULL") {
+                c.i += 1;
+            } else if c.at_kw("COMMENT") {
+                c.i += 1;
+                col.comment = Some(c.string("a string after COMMENT")?);
+            } else if let Some(t) = c.peek().filter(|t| t.kind == Kind::Word) {
+                return Err(c.cx.err(
+                    t.start,
+                    format!(
+                        "`{}` is not supported in a column definition",
+                        c.text(t).to_ascii_uppercase()
+                    ),
+                    Some("a column is `name type [NOT NULL] [COMMENT '...']`".into()),
+                ));
+            } else {
+                break;
+            }
+        }
+        cols.push(col);
+        if c.eat_punct(",") {
+            continue;
+        }
+        c.expect_punct(")", "or `,` after a column definition")?;
+        return Ok(cols);
+    }
+}
+
+/// After `CREATE [OR REFRESH] STREAMING TABLE` / `MATERIALIZED VIEW`.
+fn dataset(c: &mut Cursor<'_>, span: Span, streaming: bool) -> PResult<Statement> {
+    let what = if streaming {
+        "STREAMING TABLE"
+    } else {
+        "MATERIALIZED VIEW"
+    };
+    let if_not_exists = if c.at_kws(&["IF", "NOT", "EXISTS"]) {
+        c.i += 3;
+        true
+    } else {
+        false
+    };
+    let name = c.name(&format!("a table name after {what}"))?;
+    let mut after = "the table name";
+    let columns = if c.at_punct("(") {
+        after = "the column list";
+        table_columns(c)?
+    } else {
+        Vec::new()
+    };
+    let mut cl = Clauses::default();
+    clauses(
+        c,
+        &mut cl,
+        &["USING", "COMMENT", "PARTITIONED BY", "TBLPROPERTIES"],
+        &mut after,
+    )?;
+    let table = TableDef {
+        span,
+        name,
+        if_not_exists,
+        columns,
+        using: cl.using,
+        comment: cl.comment,
+        partitioned_by: cl.partitioned_by.unwrap_or_default(),
+        properties: cl.properties.unwrap_or_default(),
+    };
+    let shape = if streaming {
+        "CREATE STREAMING TABLE name [(columns)] [COMMENT '...'] [PARTITIONED BY (...)] \
+         [TBLPROPERTIES (...)] [AS query]"
+    } else {
+        "CREATE MATERIALIZED VIEW name [(columns)] [COMMENT '...'] [PARTITIONED BY (...)] \
+         [TBLPROPERTIES (...)] AS query"
+    };
+    if c.at_end() && streaming {
+        return Ok(Statement::StreamingTable(StreamingTable {
+            table,
+            source: None,
+        }));
+    }
+    if c.eat_kw("AS") {
+        let q = query_rest(c)?;
+        return Ok(if streaming {
+            Statement::StreamingTable(StreamingTable {
+                table,
+                source: Some(StreamingTableSource::Query(q)),
+            })
+        } else {
+            Statement::MaterializedView(MaterializedView { table, query: q })
+        });
+    }
+    if streaming && c.at_kws(&["FLOW", "AUTO", "CDC"]) {
+        let cdc_span = c.span_here();
+        c.i += 3;
+        let cdc = auto_cdc(c, cdc_span)?;
+        return Ok(Statement::StreamingTable(StreamingTable {
+            table,
+            source: Some(StreamingTableSource::AutoCdc(Box::new(cdc))),
+        }));
+    }
+    Err(missing_as(c, after, shape))
+}
+
+/// "expected AS after ..., found ..." with a help that fits what was found.
+fn missing_as(c: &Cursor<'_>, after: &str, shape: &str) -> Box<SqlError> {
+    let starts_query = ["SELECT", "WITH", "FROM", "VALUES", "TABLE"]
+        .iter()
+        .any(|k| c.at_kw(k))
+        || c.at_punct("(");
+    let help = if starts_query {
+        format!("add `AS` before the query: `{shape}`")
+    } else if c.at_end() {
+        format!("a materialized view needs its query: `{shape}`")
+    } else {
+        format!("the statement is `{shape}`")
+    };
+    c.expected(&format!("AS after {after}"), Some(help))
+}
+
+/// The rest of the statement as a query.
+fn query_rest(c: &mut Cursor<'_>) -> PResult<Query> {
+    if c.at_end() {
+        return Err(c.expected("a query after AS", None));
+    }
+    let q = query::parse(c.cx, &c.toks[c.i..])?;
+    c.i = c.toks.len();
+    Ok(q)
+}
+
+/// After `CREATE [OR REPLACE] [TEMPORARY] VIEW`.
+fn view(c: &mut Cursor<'_>, span: Span, temporary: bool) -> PResult<View> {
+    if c.at_kws(&["IF", "NOT", "EXISTS"]) {
+        c.i += 3;
+    }
+    let name = c.name("a view name after VIEW")?;
+    if temporary && name.parts.len() > 1 {
+        return Err(c.cx.err_at(
+            name.span,
+            format!("a temporary view's name cannot be qualified: `{name}`"),
+            Some("temporary views live in the pipeline; use a one-part name".into()),
+        ));
+    }
+    let mut after = "the view name";
+    let mut columns = Vec::new();
+    if c.eat_punct("(") {
+        after = "the column list";
+        loop {
+            let col = c.ident("a column name")?;
+            let comment = if c.eat_kw("COMMENT") {
+                Some(c.string("a string after COMMENT")?)
+            } else {
+                None
+            };
+            columns.push(ViewColumn { name: col, comment });
+            if c.eat_punct(",") {
+                continue;
+            }
+            c.expect_punct(")", "or `,` in the view's column list")?;
+            break;
+        }
+    }
+    let mut cl = Clauses::default();
+    clauses(c, &mut cl, &["COMMENT", "TBLPROPERTIES"], &mut after)?;
+    if !c.eat_kw("AS") {
+        let shape = if temporary {
+            "CREATE TEMPORARY VIEW name [(columns)] [COMMENT '...'] AS query"
+        } else {
+            "CREATE VIEW name [(columns)] [COMMENT '...'] [TBLPROPERTIES (...)] AS query"
+        };
+        return Err(missing_as(c, after, shape));
+    }
+    let query = query_rest(c)?;
+    Ok(View {
+        span,
+        name,
+        temporary,
+        columns,
+        comment: cl.comment,
+        properties: cl.properties.unwrap_or_default(),
+        query,
+    })
+}
+
+/// After `CREATE FLOW`.
+fn flow(c: &mut Cursor<'_>, span: Span) -> PResult<Flow> {
+    let name = c.name("a flow name after CREATE FLOW")?;
+    if name.parts.len() > 1 {
+        return Err(c.cx.err_at(
+            name.span,
+            format!("a flow's name must be one identifier, not `{name}`"),
+            Some("flows belong to the pipeline: drop the catalog and schema".into()),
+        ));
+    }
+    let name = Ident::new(name.parts.concat(), name.span);
+    let comment = if c.eat_kw("COMMENT") {
+        Some(c.string("a string after COMMENT")?)
+    } else {
+        None
+    };
+    let shape = "CREATE FLOW name [COMMENT '...'] AS INSERT INTO target BY NAME query";
+    if !c.eat_kw("AS") {
+        let after = if comment.is_some() {
+            "the COMMENT clause"
+        } else {
+            "the flow name"
+        };
+        return Err(c.expected(
+            &format!("AS after {after}"),
+            Some(format!("the statement is `{shape}`")),
+        ));
+    }
+    if c.at_kw("INSERT") {
+        let insert = c.here();
+        c.i += 1;
+        if c.at_kw("OVERWRITE") {
+            return Err(c.cx.err(
+                insert,
+                "`INSERT OVERWRITE` flows are not supported: a flow appends",
+                Some(format!("write `{shape}`")),
+            ));
+        }
+        if c.at_kw("ONCE") {
+            return Err(c
+                .cx
+                .err(c.here(), "`INSERT ONCE` flows are not supported", None));
+        }
+        c.expect_kw("INTO", "after INSERT")?;
+        c.eat_kw("TABLE");
+        let target = c.name("a target table after INSERT INTO")?;
+        if c.at_punct("(") {
+            return Err(c.cx.err(
+                c.here(),
+                "a flow's target cannot have a column list",
+                Some(format!(
+                    "a flow inserts by column name: `INSERT INTO {target} BY NAME SELECT ...`"
+                )),
+            ));
+        }
+        if c.at_kw("PARTITION") {
+            return Err(c.cx.err(
+                c.here(),
+                "a flow's target cannot have a PARTITION spec",
+                None,
+            ));
+        }
+        if c.at_kw("IF") {
+            return Err(c
+                .cx
+                .err(c.here(), "IF NOT EXISTS is not supported for flows", None));
+        }
+        if !c.at_kws(&["BY", "NAME"]) {
+            return Err(c.expected(
+                &format!("BY NAME after the flow's target `{target}`"),
+                Some(format!(
+                    "a flow inserts by column name, as Spark requires: `INSERT INTO {target} BY NAME SELECT ...`"
+                )),
+            ));
+        }
+        c.i += 2;
+        let query = query_rest(c)?;
+        return Ok(Flow {
+            span,
+            name,
+            comment,
+            target,
+            kind: FlowKind::InsertInto(query),
+        });
+    }
+    if c.at_kws(&["AUTO", "CDC"]) {
+        let cdc_span = c.span_here();
+        c.i += 2;
+        if c.at_kw("ONCE") {
+            return Err(c
+                .cx
+                .err(c.here(), "`AUTO CDC ONCE` flows are not supported", None));
+        }
+        c.expect_kw("INTO", "after AUTO CDC")?;
+        let target = c.name("a target table after AUTO CDC INTO")?;
+        let cdc = auto_cdc(c, cdc_span)?;
+        return Ok(Flow {
+            span,
+            name,
+            comment,
+            target,
+            kind: FlowKind::AutoCdc(Box::new(cdc)),
+        });
+    }
+    Err(c.expected(
+        "INSERT INTO or AUTO CDC INTO after AS",
+        Some(format!("a flow writes its query into a target: `{shape}`")),
+    ))
+}
+
+/// `FROM source KEYS (...) ... SEQUENCE BY ...` after `AUTO CDC INTO target`
+/// or a streaming table's `FLOW AUTO CDC`.
+fn auto_cdc(c: &mut Cursor<'_>, span: Span) -> PResult<AutoCdc> {
+    c.expect_kw("FROM", "and the change feed after AUTO CDC")?;
+    let source = cdc_source(c)?;
+    let mut keys: Option<Vec<Ident>> = None;
+    let mut ignore_null_updates = false;
+    let mut delete: Option<SqlExpr> = None;
+    let mut truncate: Option<SqlExpr> = None;
+    let mut sequence_by: Option<SqlExpr> = None;
+    let mut columns: Option<ColumnSelection> = None;
+    let mut scd: Option<u8> = None;
+    let mut track: Option<ColumnSelection> = None;
+    while !c.at_end() {
+        let at = c.here();
+        let dup = |what: &str| {
+            c.cx.err(
+                at,
+                format!("duplicate {what} clause in AUTO CDC"),
+                Some(format!("write {what} once")),
+            )
+        };
+        if c.at_kw("KEYS") {
+            if keys.is_some() {
+                return Err(dup("KEYS"));
+            }
+            c.i += 1;
+            c.expect_punct("(", "after KEYS")?;
+            keys = Some(ident_list(c, "a key column")?);
+        } else if c.at_kws(&["IGNORE", "NULL", "UPDATES"]) {
+            if ignore_null_updates {
+                return Err(dup("IGNORE NULL UPDATES"));
+            }
+            c.i += 3;
+            ignore_null_updates = true;
+        } else if c.at_kws(&["APPLY", "AS", "DELETE", "WHEN"]) {
+            if delete.is_some() {
+                return Err(dup("APPLY AS DELETE WHEN"));
+            }
+            c.i += 4;
+            delete = Some(cdc_expr(c, "a condition after APPLY AS DELETE WHEN")?);
+        } else if c.at_kws(&["APPLY", "AS", "TRUNCATE", "WHEN"]) {
+            if truncate.is_some() {
+                return Err(dup("APPLY AS TRUNCATE WHEN"));
+            }
+            c.i += 4;
+            truncate = Some(cdc_expr(c, "a condition after APPLY AS TRUNCATE WHEN")?);
+        } else if c.at_kws(&["SEQUENCE", "BY"]) {
+            if sequence_by.is_some() {
+                return Err(dup("SEQUENCE BY"));
+            }
+            c.i += 2;
+            sequence_by = Some(cdc_expr(c, "an expression after SEQUENCE BY")?);
+        } else if c.at_kw("COLUMNS") {
+            if columns.is_some() {
+                return Err(dup("COLUMNS"));
+            }
+            c.i += 1;
+            columns = Some(selection(c, "COLUMNS")?);
+        } else if c.at_kws(&["STORED", "AS"]) {
+            if scd.is_some() {
+                return Err(dup("STORED AS"));
+            }
+            c.i += 2;
+            c.expect_kw("SCD", "after STORED AS")?;
+            c.expect_kw("TYPE", "after STORED AS SCD")?;
+            scd = match c.peek() {
+                Some(t) if t.kind == Kind::Number && matches!(c.text(t), "1" | "2") => {
+                    c.i += 1;
+                    c.text(t).parse().ok()
+                }
+                _ => return Err(c.expected("1 or 2 after STORED AS SCD TYPE", None)),
+            };
+        } else if c.at_kws(&["TRACK", "HISTORY", "ON"]) {
+            if track.is_some() {
+                return Err(dup("TRACK HISTORY ON"));
+            }
+            c.i += 3;
+            track = Some(selection(c, "TRACK HISTORY ON")?);
+        } else {
+            return Err(c.expected(
+                "an AUTO CDC clause",
+                Some(
+                    "the clauses are KEYS (...), IGNORE NULL UPDATES, APPLY AS DELETE WHEN ..., \
+                     APPLY AS TRUNCATE WHEN ..., SEQUENCE BY ..., COLUMNS ..., STORED AS SCD TYPE 1|2, \
+                     TRACK HISTORY ON ..."
+                        .into(),
+                ),
+            ));
+        }
+    }
+    let missing = |what: &str, example: &str| {
+        c.cx.err(
+            c.here(),
+            format!("AUTO CDC needs a {what} clause"),
+            Some(format!("add `{example}`")),
+        )
+    };
+    let keys = keys.ok_or_else(|| missing("KEYS", "KEYS (id)"))?;
+    let sequence_by =
+        sequence_by.ok_or_else(|| missing("SEQUENCE BY", "SEQUENCE BY sequence_column"))?;
+    Ok(AutoCdc {
+        span,
+        source,
+        keys,
+        ignore_null_updates,
+        apply_as_delete_when: delete,
+        apply_as_truncate_when: truncate,
+        sequence_by,
+        columns,
+        stored_as_scd_type: scd,
+        track_history: track,
+    })
+}
+
+/// `src`, `STREAM src` or `STREAM(src)` after AUTO CDC's `FROM`.
+fn cdc_source(c: &mut Cursor<'_>) -> PResult<Read> {
+    let what = "the change feed's table after FROM";
+    let streaming = c.at_kw("STREAM")
+        && (c.is_punct(c.peek_at(1), "(")
+            || c.peek_at(1).is_some_and(|t| {
+                t.kind == Kind::QuotedIdent || (t.kind == Kind::Word && !c.is_kw(Some(t), "KEYS"))
+            }));
+    let name = if streaming {
+        c.i += 1;
+        if c.eat_punct("(") {
+            let n = c.name(what)?;
+            c.expect_punct(")", &format!("after STREAM({n}"))?;
+            n
+        } else {
+            c.name(what)?
+        }
+    } else {
+        c.name(what)?
+    };
+    Ok(Read {
+        span: name.span,
+        source: ReadSource::Table(name),
+        streaming,
+        options: Vec::new(),
+    })
+}
+
+/// `a, b)` after an opening parenthesis.
+fn ident_list(c: &mut Cursor<'_>, what: &str) -> PResult<Vec<Ident>> {
+    let mut out = Vec::new();
+    loop {
+        out.push(c.ident(what)?);
+        if c.eat_punct(",") {
+            continue;
+        }
+        c.expect_punct(")", "or `,` in the column list")?;
+        return Ok(out);
+    }
+}
+
+/// `*`, `* EXCEPT (a, b)`, `(a, b)` or `a, b`.
+fn selection(c: &mut Cursor<'_>, clause: &str) -> PResult<ColumnSelection> {
+    if c.eat_punct("*") {
+        if c.eat_kw("EXCEPT") {
+            c.expect_punct("(", &format!("after {clause} * EXCEPT"))?;
+            return Ok(ColumnSelection::AllExcept(ident_list(c, "a column name")?));
+        }
+        return Ok(ColumnSelection::All);
+    }
+    if c.eat_punct("(") {
+        return Ok(ColumnSelection::Only(ident_list(c, "a column name")?));
+    }
+    let mut out = vec![c.ident(&format!("`*`, `* EXCEPT (...)` or columns after {clause}"))?];
+    while c.eat_punct(",") {
+        out.push(c.ident("a column name")?);
+    }
+    Ok(ColumnSelection::Only(out))
+}
+
+/// An expression of an AUTO CDC clause: the tokens up to the next clause.
+fn cdc_expr(c: &mut Cursor<'_>, what: &str) -> PResult<SqlExpr> {
+    let start = c.i;
+    let mut depth = 0usize;
+    while let Some(t) = c.peek() {
+        if c.is_punct(Some(t), "(") {
+            depth += 1;
+        } else if c.is_punct(Some(t), ")") {
+            depth = depth.saturating_sub(1);
+        } else if depth == 0
+            && (c.at_kws(&["APPLY", "AS"])
+                || c.at_kws(&["SEQUENCE", "BY"])
+                || c.at_kws(&["STORED", "AS"])
+                || c.at_kws(&["TRACK", "HISTORY"])
+                || c.at_kws(&["IGNORE", "NULL", "UPDATES"])
+                || (c.at_kw("KEYS") && c.is_punct(c.peek_at(1), "("))
+                || (c.at_kw("COLUMNS")
+                    && c.peek_at(1).is_some_and(|n| {
+                        c.is_punct(Some(n), "*")
+                            || c.is_punct(Some(n), "(")
+                            || matches!(n.kind, Kind::Word | Kind::QuotedIdent)
+                    })))
+        {
+            break;
+        }
+        c.i += 1;
+    }
+    if c.i == start {
+        return Err(c.expected(what, None));
+    }
+    let (first, last) = (c.toks[start], c.toks[c.i - 1]);
+    let text = c.cx.src.slice(first.start, last.end).to_string();
+    let span = c.cx.src.span(first.start);
+    query::check_expr(c.cx, &text, span)?;
+    Ok(SqlExpr { text, span })
+}

@@ -1,0 +1,5 @@
+//! The integration tests of `pipelines-sql`, one module per concern, in one binary.
+
+mod errors;
+mod robustness;
+mod statements;
