@@ -40,7 +40,36 @@ pub(crate) enum Zone {
 ///   region id that needs a tz database (Spark may still return NULL if the id is unknown).
 #[inline]
 pub fn cast_timestamp(s: &[u8]) -> Parsed {
+    if let Some(v) = canonical_seconds(s) {
+        return Parsed::Micros(v);
+    }
     cast_impl(s, None, None)
+}
+
+/// The most common shape, `yyyy-mm-ddThh:mm:ss` (or a space for `T`),
+/// exactly 19 bytes, no zone: straight from fixed positions. `None` for
+/// anything else (including an impossible date or time), which the general
+/// scanner then decides: this only ever agrees with it.
+#[inline(always)]
+fn canonical_seconds(s: &[u8]) -> Option<i64> {
+    let b: &[u8; 19] = s.try_into().ok()?;
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || (b[10] != b'T' && b[10] != b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let year = d2(b[0], b[1])? * 100 + d2(b[2], b[3])?;
+    let (month, day) = (d2(b[5], b[6])?, d2(b[8], b[9])?);
+    let (hour, minute, second) = (d2(b[11], b[12])?, d2(b[14], b[15])?, d2(b[17], b[18])?);
+    if hour > 23 || minute > 59 || second > 59 || !valid_date(year as i64, month, day) {
+        return None;
+    }
+    let secs = days_from_civil(year as i64, month, day) * SECONDS_PER_DAY
+        + (hour * 3600 + minute * 60 + second) as i64;
+    Some(secs * MICROS_PER_SECOND)
 }
 
 /// Like [`cast_timestamp`], but resolves time-only strings with fixed-offset zones against

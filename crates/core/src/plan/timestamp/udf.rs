@@ -207,9 +207,16 @@ fn strings<O: arrow::array::OffsetSizeTrait>(
     let nulls = a.nulls();
     let mut values = Vec::with_capacity(n);
     let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    // Event times often repeat row after row (several events per second):
+    // the previous string's answer is reused when the bytes are the same.
+    let mut last: (&[u8], Option<i64>) = (&[], None);
     for i in 0..n {
         let v = if nulls.is_none_or(|b| b.is_valid(i)) {
-            parse(&data[offsets[i].as_usize()..offsets[i + 1].as_usize()])
+            let bytes = &data[offsets[i].as_usize()..offsets[i + 1].as_usize()];
+            if bytes != last.0 || bytes.is_empty() {
+                last = (bytes, parse(bytes));
+            }
+            last.1
         } else {
             None
         };
