@@ -100,6 +100,7 @@ fn count_state(keys: usize, strings: bool) -> Result<(f64, u64, u64)> {
         watermark_for_late_ms: None,
         watermark_for_eviction_ms: None,
         capture_late_rows: false,
+        ..BatchContext::default()
     };
     let t = Instant::now();
     let out = rt.block_on(plan.execute_batch(vec![batches], &ctx))?;

@@ -591,3 +591,56 @@ fn a_full_refresh_never_deletes_a_directory_the_pipeline_did_not_write() {
     assert!(!dir.join("storage/tables/copies").exists());
     assert!(!dir.join("storage/checkpoints/copy").exists());
 }
+
+/// `current_timestamp()` is the batch's `batchTimestampMs` from
+/// `offsets/N`, as in Spark: one value per batch, and the same value when
+/// the batch is replayed after a crash (here: after its offsets were
+/// written, before it ran).
+#[test]
+fn current_timestamp_is_the_logged_batch_timestamp_even_on_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(&dir.join("in"), "0.json", &[r#"{"n":1}"#]);
+    write(&dir.join("in"), "1.json", &[r#"{"n":2}"#]);
+    let flow = "clock_replayed";
+    let p = dp::Pipeline::new()
+        .append_flow(flow, "clock_mem", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("n BIGINT")
+                .option("maxFilesPerTrigger", "1")
+                .load("in")?
+                .select_expr(["n", "current_timestamp() AS t"])
+        })
+        .create_sink("clock_mem", "memory", [("queryName", "e2e_clock")]);
+    dp::engine::runtime::inject_failure(flow, "after_offsets", 1);
+    let graph = p.build(&spec(dir)).map_err(|d| d.to_string()).unwrap();
+    assert!(run(&graph, &RunOptions::new(dir, dir.join("storage"))).is_err());
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let s = run_pipeline(&p, dir);
+    assert_eq!(s.flows[0].replayed, 1);
+    let logged = |n: u64| -> i64 {
+        let text =
+            std::fs::read_to_string(dir.join(format!("storage/checkpoints/{flow}/offsets/{n}")))
+                .unwrap();
+        let meta: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        meta["batchTimestampMs"].as_i64().unwrap()
+    };
+    let table = dp::engine::sinks::memory_table("e2e_clock").unwrap();
+    let seen: Vec<(u64, i64)> = table
+        .batches_by_id()
+        .into_iter()
+        .map(|(id, bs)| {
+            let t = bs[0]
+                .column_by_name("t")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::TimestampNanosecondArray>()
+                .unwrap()
+                .value(0);
+            (id, t / 1_000_000)
+        })
+        .collect();
+    // The replay ran 30 ms after offsets/1 was written: it saw the logged time.
+    assert_eq!(seen, vec![(0, logged(0)), (1, logged(1))]);
+}

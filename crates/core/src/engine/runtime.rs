@@ -459,6 +459,9 @@ struct StreamingQuery {
     /// Where rows dropped as late go (`pipelines.lateRowsTo`).
     late_sink: Option<Box<dyn Sink>>,
     last_batch_start: Option<Instant>,
+    /// `batchTimestampMs` of the batch about to run (written to, or read
+    /// back from, its `offsets/N`): what `current_timestamp()` gives.
+    batch_timestamp_ms: i64,
     summary: FlowSummary,
     once_done: bool,
 }
@@ -750,6 +753,7 @@ impl StreamingQuery {
             mode: flow.output_mode,
             late_sink,
             last_batch_start: None,
+            batch_timestamp_ms: 0,
             summary: FlowSummary {
                 flow: name.clone(),
                 ..FlowSummary::default()
@@ -800,6 +804,8 @@ impl StreamingQuery {
                     self.committed.len(),
                 )?;
                 self.tracker = WatermarkTracker::new(self.policy(), entry.batch_watermark_ms);
+                // The replay sees the time the batch first had.
+                self.batch_timestamp_ms = entry.batch_timestamp_ms;
                 self.run_batch(n, ends, true, Instant::now(), 0.0).await?;
             }
         }
@@ -908,9 +914,10 @@ impl StreamingQuery {
         ends: &[Option<Offset>],
         batch_watermark_ms: i64,
     ) -> Result<()> {
+        self.batch_timestamp_ms = chrono::Utc::now().timestamp_millis();
         let entry = OffsetEntry {
             batch_watermark_ms,
-            batch_timestamp_ms: chrono::Utc::now().timestamp_millis(),
+            batch_timestamp_ms: self.batch_timestamp_ms,
             conf: self.flow.def.conf.clone(),
             sources: ends.to_vec(),
         };
@@ -947,6 +954,7 @@ impl StreamingQuery {
             watermark_for_late_ms: has_watermark.then_some(self.last_batch_watermark_ms),
             watermark_for_eviction_ms: has_watermark.then_some(batch_watermark_ms),
             capture_late_rows: self.late_sink.is_some(),
+            batch_timestamp_ms: Some(self.batch_timestamp_ms),
         };
         let mut result = self.compiled.execute_batch(inputs, &ctx).await?;
         for (op, max, delay) in &result.event_times {

@@ -536,6 +536,7 @@ fn batch_ctx(id: u64, mode: OutputMode, late: Option<i64>, evict: Option<i64>) -
         watermark_for_late_ms: late,
         watermark_for_eviction_ms: evict,
         capture_late_rows: false,
+        ..BatchContext::default()
     }
 }
 
@@ -1131,6 +1132,7 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
                 watermark_for_late_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
                 watermark_for_eviction_ms: Some(if id == 0 { 0 } else { 81 * 60_000 }),
                 capture_late_rows: true,
+                ..BatchContext::default()
             };
             let inputs = vec![vec![make(&plan, range, encoded)]];
             let o = rt.block_on(plan.execute_batch(inputs, &ctx)).unwrap();
@@ -1152,4 +1154,55 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
     assert_eq!(plain[1].0.len(), 1, "{plain:?}");
     assert_eq!(plain[1].1.len(), 1, "{plain:?}");
     assert_eq!(run_both(true), plain);
+}
+
+/// `current_timestamp()`, `now()` and `current_date()` give the batch's
+/// timestamp, as Spark's `batchTimestampMs`: a new value each batch, the
+/// same one again when a batch is replayed with its logged timestamp.
+#[test]
+fn current_timestamp_is_the_batch_timestamp() {
+    let df = stream("clock_in", "id BIGINT")
+        .select_expr([
+            "id",
+            "current_timestamp() AS t",
+            "now() AS n",
+            "current_date() AS d",
+        ])
+        .unwrap();
+    let mut plan = compile(&df);
+    let schema = plan.leaves()[0].schema.clone();
+    let day = 86_400_000i64;
+    let mut at = |ms: i64| {
+        let ctx = BatchContext {
+            batch_timestamp_ms: Some(ms),
+            ..BatchContext::default()
+        };
+        let out = run_batch(
+            &mut plan,
+            vec![vec![batch(&schema, vec![i64s(&[1, 2])])]],
+            &ctx,
+        );
+        rows(&out.rows)
+    };
+    assert_eq!(
+        at(20_000 * day + 5_000),
+        [
+            "1|2024-10-04T00:00:05|2024-10-04T00:00:05|2024-10-04",
+            "2|2024-10-04T00:00:05|2024-10-04T00:00:05|2024-10-04"
+        ]
+    );
+    assert_eq!(
+        at(20_001 * day),
+        [
+            "1|2024-10-05T00:00:00|2024-10-05T00:00:00|2024-10-05",
+            "2|2024-10-05T00:00:00|2024-10-05T00:00:00|2024-10-05"
+        ]
+    );
+    assert_eq!(
+        at(20_000 * day + 5_000),
+        [
+            "1|2024-10-04T00:00:05|2024-10-04T00:00:05|2024-10-04",
+            "2|2024-10-04T00:00:05|2024-10-04T00:00:05|2024-10-04"
+        ]
+    );
 }

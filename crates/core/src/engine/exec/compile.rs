@@ -40,9 +40,11 @@ pub(super) fn leaf_name(node: &PlanNode) -> String {
 pub(super) fn plan_stage(
     flow: &str,
     ctx: &SessionContext,
+    clock: &super::clock::Clock,
     logical: LogicalPlan,
     inputs: Vec<StageInput>,
 ) -> Result<Stage> {
+    let logical = clock.rewrite(logical).map_err(|e| plan_failure(flow, e))?;
     let state = ctx.state();
     let logical = state
         .optimize(&logical)
@@ -78,6 +80,7 @@ pub(super) struct Builder<'a> {
     pub(super) partitions: usize,
     pub(super) state_partitions: usize,
     pub(super) ctx: &'a SessionContext,
+    pub(super) clock: &'a super::clock::Clock,
     pub(super) leaves: Vec<Leaf>,
     pub(super) by_node: HashMap<*const PlanNode, usize>,
     pub(super) watermarks: Vec<(String, i64)>,
@@ -232,7 +235,7 @@ impl Builder<'_> {
         let built = self.build(r);
         let inner = std::mem::replace(&mut self.stage, outer);
         let built = conform(built?, &r.schema).map_err(|e| plan_failure(self.flow, e))?;
-        plan_stage(self.flow, self.ctx, built, inner.inputs)
+        plan_stage(self.flow, self.ctx, self.clock, built, inner.inputs)
     }
 
     /// A scan of a stateful operator's output in the current stage.

@@ -63,6 +63,7 @@
 mod accumulator;
 mod aggregate;
 mod batches;
+mod clock;
 mod columns;
 mod compile;
 mod dedup;
@@ -144,6 +145,10 @@ pub struct BatchContext {
     /// Keep the rows stateful operators drop as late, in
     /// [`BatchOutput::late_rows`] (for `pipelines.lateRowsTo`).
     pub capture_late_rows: bool,
+    /// The batch's timestamp (`batchTimestampMs` of `offsets/N`), what
+    /// `current_timestamp()` and `current_date()` give; None: the time the
+    /// batch runs.
+    pub batch_timestamp_ms: Option<i64>,
 }
 
 impl Default for BatchContext {
@@ -154,6 +159,7 @@ impl Default for BatchContext {
             watermark_for_late_ms: None,
             watermark_for_eviction_ms: None,
             capture_late_rows: false,
+            batch_timestamp_ms: None,
         }
     }
 }
@@ -268,6 +274,8 @@ pub struct CompiledPlan {
     /// Per leaf, the `Utf8` columns that may arrive as
     /// `Dictionary(Int32, Utf8)` (see [`CompiledPlan::leaf_dictionary_columns`]).
     dictionary_columns: Vec<Vec<bool>>,
+    /// What `current_timestamp()` reads: set before each batch.
+    clock: clock::Clock,
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -317,11 +325,13 @@ impl CompiledPlan {
         check_windows(flow, resolved.root())?;
 
         let ctx = new_context(partitions);
+        let clock = clock::Clock::default();
         let mut builder = Builder {
             flow,
             partitions,
             state_partitions: state_partitions.max(1),
             ctx: &ctx,
+            clock: &clock,
             leaves: Vec::new(),
             by_node: HashMap::new(),
             watermarks: Vec::new(),
@@ -332,7 +342,7 @@ impl CompiledPlan {
         let schema = resolved.schema();
         let built = conform(built, &schema).map_err(|e| plan_failure(flow, e))?;
         let inputs = std::mem::take(&mut builder.stage.inputs);
-        let root = plan_stage(flow, &ctx, built, inputs)?;
+        let root = plan_stage(flow, &ctx, &clock, built, inputs)?;
         let task_ctx = ctx.task_ctx();
         let dictionary_columns = dictionary_columns(&root, &builder.leaves);
         Ok(CompiledPlan {
@@ -343,6 +353,7 @@ impl CompiledPlan {
             partitions,
             task_ctx,
             root,
+            clock: clock.clone(),
             dictionary_columns,
         })
     }
@@ -551,6 +562,10 @@ impl CompiledPlan {
             }
             checked.push(v);
         }
+        self.clock.set(
+            ctx.batch_timestamp_ms
+                .unwrap_or_else(|| chrono::Utc::now().timestamp_millis()),
+        );
         let mut out = BatchOutput::default();
         let env = Env {
             flow: &self.flow,

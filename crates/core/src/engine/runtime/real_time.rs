@@ -202,6 +202,8 @@ impl StreamingQuery {
             watermark_for_late_ms: has_watermark.then_some(self.last_batch_watermark_ms),
             watermark_for_eviction_ms: has_watermark.then_some(step_watermark_ms),
             capture_late_rows: self.late_sink.is_some(),
+            // Rows are processed as they arrive: the time of each step.
+            batch_timestamp_ms: None,
         };
         let mut result = self.compiled.execute_batch(inputs, &ctx).await?;
         for (op, max, delay) in &result.event_times {
