@@ -52,6 +52,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod cursor;
 mod dialect;
 mod error;
 mod lexer;
@@ -63,8 +64,8 @@ pub use dialect::SparkDialect;
 pub use error::SqlError;
 pub use statement::*;
 
+use cursor::Ctx;
 use lexer::{Kind, Source};
-use parser::Ctx;
 
 /// Parses an SDP SQL library file. `path` is used in messages only.
 ///

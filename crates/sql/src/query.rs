@@ -9,8 +9,8 @@ use sqlparser::ast::{
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Location, Token as SqlToken, Tokenizer};
 
+use crate::cursor::{describe, properties, Ctx, Cursor, PResult};
 use crate::lexer::{unquote_string, Kind, Token};
-use crate::parser::{describe, properties, Ctx, Cursor, PResult};
 use crate::statement::*;
 use crate::SparkDialect;
 
