@@ -85,7 +85,7 @@ impl ScalarUDFImpl for SparkToTimestamp {
         };
         match arg_types.len() {
             1 => Ok(vec![first]),
-            2 if is_string(&first) || first == DataType::Utf8 => Ok(vec![first, DataType::Utf8]),
+            2 if is_string(&first) => Ok(vec![first, DataType::Utf8]),
             2 => Err(DataFusionError::Plan(format!(
                 "to_timestamp with a pattern takes a STRING, not {}",
                 arg_types[0]
