@@ -644,3 +644,47 @@ fn current_timestamp_is_the_logged_batch_timestamp_even_on_replay() {
     // The replay ran 30 ms after offsets/1 was written: it saw the logged time.
     assert_eq!(seen, vec![(0, logged(0)), (1, logged(1))]);
 }
+
+/// Checkpoint files (the log, the query shape with its options, source
+/// logs, the lock) are the owner's only; table files stay as readable as
+/// the umask makes them, for other readers such as Spark.
+#[test]
+fn checkpoint_files_are_the_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(&dir.join("in"), "0.json", &[r#"{"n":1}"#]);
+    let p = dp::Pipeline::new()
+        .append_flow("private_ckpt", "private_out", |s| {
+            s.read_stream().format("json").schema("n BIGINT").load("in")
+        })
+        .create_streaming_table(
+            "private_out",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    run_pipeline(&p, dir);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let ckpt = dir.join("storage/checkpoints/private_ckpt");
+    for d in ["", "offsets", "commits", "sources", "sources/0"] {
+        assert_eq!(mode(&ckpt.join(d)), 0o700, "{d}");
+    }
+    for f in [
+        "metadata",
+        "offsets/0",
+        "commits/0",
+        "shape.json",
+        "sources/0/0",
+    ] {
+        assert_eq!(mode(&ckpt.join(f)), 0o600, "{f}");
+    }
+    assert_eq!(
+        mode(&dir.join("storage/checkpoints/private_ckpt.lock")),
+        0o600
+    );
+    // The table's manifest is not the owner's only.
+    let manifest = dir.join("storage/tables/private_out/_spark_metadata/0");
+    assert_ne!(mode(&manifest) & 0o044, 0, "{:o}", mode(&manifest));
+}

@@ -169,11 +169,13 @@ pub fn lock_checkpoint(dir: &Path) -> Result<CheckpointLock> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
     // SAFETY: flock on a descriptor this function owns; no memory is shared.
@@ -285,7 +287,7 @@ impl Checkpoint {
             dir.join("commits"),
             dir.join("sources"),
         ] {
-            fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+            create_private_dir(&d)?;
         }
         let meta = dir.join("metadata");
         let query_id = if meta.exists() {
@@ -320,7 +322,7 @@ impl Checkpoint {
     /// when possible (a failure to create it surfaces when the source uses it).
     pub fn source_dir(&self, index: usize) -> PathBuf {
         let d = self.dir.join("sources").join(index.to_string());
-        let _ = fs::create_dir_all(&d);
+        let _ = create_private_dir(&d);
         d
     }
 
@@ -857,7 +859,41 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
 
 /// Writes `bytes` to a hidden temp file next to `path` (synced when
 /// [`fsync_enabled`]); returns the temp file's path.
-pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+/// Who may read a file the engine writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Checkpoint files (offsets, commits, state, source logs, the lock):
+    /// the owner only (`0600`, directories `0700`); they can hold a source's
+    /// options and positions nobody else needs.
+    Owner,
+    /// Table files (the `_spark_metadata` manifest), read by other
+    /// programs: the process's umask decides.
+    Shared,
+}
+
+impl Access {
+    fn file_mode(self) -> u32 {
+        match self {
+            Access::Owner => 0o600,
+            Access::Shared => 0o666,
+        }
+    }
+}
+
+/// Creates `dir` and its missing parents, owner-only (`0700`): checkpoint
+/// directories.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Writes `bytes` to a new temp file beside `path`, readable as `access`
+/// says, synced when fsync is on; returns the temp file's path.
+pub(crate) fn write_temp(path: &Path, bytes: &[u8], access: Access) -> Result<PathBuf> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -868,7 +904,12 @@ pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(access.file_mode())
+            .open(&tmp)?;
         f.write_all(bytes)?;
         if fsync_enabled() {
             f.sync_all()?;
@@ -894,7 +935,7 @@ pub(crate) fn sync_dir(dir: &Path) {
 
 /// Atomically replaces `path` with `bytes` (temp file, sync when enabled, rename).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = write_temp(path, bytes)?;
+    let tmp = write_temp(path, bytes, Access::Owner)?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(Error::io(path, e));
@@ -919,7 +960,7 @@ pub(crate) enum WriteOnce {
 /// written to a synced temp file which is then hard-linked to `path` (which
 /// fails when `path` exists, so two writers never both win).
 pub(crate) fn write_once(path: &Path, bytes: &[u8]) -> Result<WriteOnce> {
-    let tmp = write_temp(path, bytes)?;
+    let tmp = write_temp(path, bytes, Access::Owner)?;
     let linked = link_exclusive(&tmp, path, bytes);
     let _ = fs::remove_file(&tmp);
     match linked {

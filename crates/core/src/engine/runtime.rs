@@ -1109,7 +1109,7 @@ impl StreamingQuery {
         };
         let dir = self.checkpoint.dir().join("static").join(i.to_string());
         remove_dir(&dir)?;
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        crate::engine::checkpoint::create_private_dir(&dir)?;
         let mut source = open(&dir)?;
         let batches = read_all(source.as_mut())?;
         remove_dir(&dir)?;

@@ -54,7 +54,7 @@ impl StateStore {
     /// A store at `dir` for rows of `schema` keyed by its first
     /// `key_columns` columns. Creates `dir`.
     pub fn open(dir: &Path, schema: SchemaRef, key_columns: usize) -> Result<StateStore> {
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        crate::engine::checkpoint::create_private_dir(dir)?;
         Ok(StateStore {
             dir: dir.to_path_buf(),
             schema,

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::checkpoint::{check_version, link_exclusive, shorten, write_temp};
+use crate::engine::checkpoint::{check_version, link_exclusive, shorten, write_temp, Access};
 use crate::error::{Error, Result};
 
 /// The name of the manifest directory inside a table directory.
@@ -310,7 +310,7 @@ pub(crate) fn append_entry(
         if entry_path(meta, n, !compact).exists() {
             continue;
         }
-        let tmp = write_temp(&target, content.as_bytes())?;
+        let tmp = write_temp(&target, content.as_bytes(), Access::Shared)?;
         let linked = link_exclusive(&tmp, &target, content.as_bytes());
         let _ = fs::remove_file(&tmp);
         match linked {
