@@ -180,24 +180,13 @@ fn main() -> Result<()> {
     report(LABELS[3], &parquet, "parquet", Some(1), 0.340e6)?;
 
     if spark {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_stateful.py");
-        let mut script_args = vec![
-            "--runs".to_string(),
-            runs.to_string(),
-            "--events".to_string(),
-            events.to_string(),
-        ];
-        if let Some(o) = &only {
-            script_args.extend(["--only".to_string(), o.clone()]);
-        }
-        let measured = bench_data::spark_medians(&script, &root, &script_args, &LABELS)?;
-        println!("windowed count with watermark          ours s    Spark s   ours vs Spark local[2], measured now");
-        for (label, m) in ours.borrow().iter() {
-            match measured.get(*label) {
-                Some(s) => println!("{label:<38} {m:>7.3}  {s:>8.2}   {:.1}x", s / m),
-                None => println!("{label:<38} {m:>7.3}  (Spark gave no figure)"),
-            }
-        }
+        bench_data::compare_with_spark(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_stateful.py"),
+            &root,
+            (runs, events, only.as_deref()),
+            "windowed count with watermark",
+            &ours.borrow(),
+        )?;
     }
 
     if only

@@ -143,25 +143,13 @@ fn main() -> Result<()> {
     }
 
     if spark {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_string_ts.py");
-        let mut script_args = vec![
-            "--runs".to_string(),
-            runs.to_string(),
-            "--events".to_string(),
-            events.to_string(),
-        ];
-        if let Some(o) = &only {
-            script_args.extend(["--only".to_string(), o.clone()]);
-        }
-        let labels: Vec<&str> = WORKLOADS.iter().map(|w| w.0).collect();
-        let measured = bench_data::spark_medians(&script, &root, &script_args, &labels)?;
-        println!("string timestamps                               ours s    Spark s   ours vs Spark local[2], measured now");
-        for (label, m) in &ours {
-            match measured.get(*label) {
-                Some(s) => println!("{label:<47} {m:>7.3}  {s:>8.2}   {:.1}x", s / m),
-                None => println!("{label:<47} {m:>7.3}  (Spark gave no figure)"),
-            }
-        }
+        bench_data::compare_with_spark(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/bench_string_ts.py"),
+            &root,
+            (runs, events, only.as_deref()),
+            "string timestamps",
+            &ours,
+        )?;
     }
     Ok(())
 }

@@ -126,17 +126,39 @@ pub fn bench_root() -> std::path::PathBuf {
 /// Generates (once) `events` events in `files` files under `data`:
 /// `data/json` and `data/parquet`.
 pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {
+    ensure_generated(
+        data,
+        "events",
+        events,
+        files,
+        generate_json,
+        generate_parquet,
+    )
+}
+
+/// Generates (once) `events` `what` in `files` files under `data`, JSON
+/// lines with `json` into `data/json` (returning the bytes written) and
+/// Parquet with `parquet` into `data/parquet`; a `done-marker` file says
+/// the data is complete.
+pub fn ensure_generated(
+    data: &Path,
+    what: &str,
+    events: u64,
+    files: u64,
+    json: impl Fn(&Path, u64, u64) -> std::io::Result<u64>,
+    parquet: impl Fn(&Path, u64, u64) -> Result<()>,
+) -> Result<()> {
     if data.join("done-marker").exists() {
         return Ok(());
     }
     let _ = std::fs::remove_dir_all(data);
-    let json = data.join("json");
+    let json_dir = data.join("json");
     let t = std::time::Instant::now();
-    let bytes = generate_json(&json, events, files).map_err(|e| dp::Error::io(&json, e))?;
-    generate_parquet(&data.join("parquet"), events, files)?;
+    let bytes = json(&json_dir, events, files).map_err(|e| dp::Error::io(&json_dir, e))?;
+    parquet(&data.join("parquet"), events, files)?;
     std::fs::write(data.join("done-marker"), bytes.to_string()).ok();
     println!(
-        "generated {events} events ({:.1} bytes/line) in {files} files in {:.1}s",
+        "generated {events} {what} ({:.1} bytes/line) in {files} files in {:.1}s",
         bytes as f64 / events as f64,
         t.elapsed().as_secs_f64()
     );
@@ -151,9 +173,21 @@ pub fn read_events(
     format: &str,
     max_files: Option<u64>,
 ) -> Result<DataFrame> {
+    read_files(s, input, format, DDL, max_files)
+}
+
+/// A streaming read of `input` in `format`, with schema `ddl` (Parquet
+/// keeps the files' own), at most `max_files` files per micro-batch.
+pub fn read_files(
+    s: &Session,
+    input: &Path,
+    format: &str,
+    ddl: &str,
+    max_files: Option<u64>,
+) -> Result<DataFrame> {
     let mut r = s.read_stream().format(format);
     if format != "parquet" {
-        r = r.schema(DDL);
+        r = r.schema(ddl);
     }
     if let Some(n) = max_files {
         r = r.option("maxFilesPerTrigger", n.to_string());
@@ -199,12 +233,45 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Runs a PySpark benchmark script of `tests/spark/` (`script` is its path)
-/// with `args`, on the data under `root`, and returns Spark local[2]'s
-/// median seconds per workload, read from the lines of its output that
-/// start with one of `labels` (its output is printed too). PySpark comes
-/// from `$PIPELINES_PYTHON`, else `~/.cache/pipelines-venv/bin/python`.
-pub fn spark_medians(
+/// Runs the PySpark twin of a benchmark (`script`, in `tests/spark/`) on
+/// the data under `root` with the same `runs`, `events` and `--only`
+/// filter, then prints, under `title`, our median seconds per workload
+/// (`ours`, label and seconds) beside Spark local[2]'s and the ratio.
+pub fn compare_with_spark(
+    script: &Path,
+    root: &Path,
+    (runs, events, only): (usize, u64, Option<&str>),
+    title: &str,
+    ours: &[(&str, f64)],
+) -> Result<()> {
+    let mut args = vec![
+        "--runs".to_string(),
+        runs.to_string(),
+        "--events".to_string(),
+        events.to_string(),
+    ];
+    if let Some(o) = only {
+        args.extend(["--only".to_string(), o.to_string()]);
+    }
+    let labels: Vec<&str> = ours.iter().map(|(l, _)| *l).collect();
+    let measured = spark_medians(script, root, &args, &labels)?;
+    let width = labels.iter().map(|l| l.len()).max().unwrap_or(0) + 1;
+    println!("{title:<width$} ours s    Spark s   ours vs Spark local[2], measured now");
+    for (label, m) in ours {
+        match measured.get(*label) {
+            Some(s) => println!("{label:<width$} {m:>7.3}  {s:>8.2}   {:.1}x", s / m),
+            None => println!("{label:<width$} {m:>7.3}  (Spark gave no figure)"),
+        }
+    }
+    Ok(())
+}
+
+/// Runs a PySpark benchmark script (`script` is its path) with `args`, on
+/// the data under `root`, and returns Spark local[2]'s median seconds per
+/// workload, read from the lines of its output that start with one of
+/// `labels` (its output is printed too). PySpark comes from
+/// `$PIPELINES_PYTHON`, else `~/.cache/pipelines-venv/bin/python`.
+fn spark_medians(
     script: &Path,
     root: &Path,
     args: &[String],

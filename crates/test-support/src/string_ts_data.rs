@@ -121,21 +121,14 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
 /// Generates (once) `events` events in `files` files under `data`:
 /// `data/json` and `data/parquet`.
 pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {
-    if data.join("done-marker").exists() {
-        return Ok(());
-    }
-    let _ = std::fs::remove_dir_all(data);
-    let json = data.join("json");
-    let t = std::time::Instant::now();
-    let bytes = generate_json(&json, events, files).map_err(|e| dp::Error::io(&json, e))?;
-    generate_parquet(&data.join("parquet"), events, files)?;
-    std::fs::write(data.join("done-marker"), bytes.to_string()).ok();
-    println!(
-        "generated {events} string-timestamp events ({:.1} bytes/line) in {files} files in {:.1}s",
-        bytes as f64 / events as f64,
-        t.elapsed().as_secs_f64()
-    );
-    Ok(())
+    crate::bench_data::ensure_generated(
+        data,
+        "string-timestamp events",
+        events,
+        files,
+        generate_json,
+        generate_parquet,
+    )
 }
 
 /// A streaming read of the events in `input` (`json` or `parquet`), at most
@@ -147,13 +140,6 @@ pub fn read_events(
     format: &str,
     max_files: Option<u64>,
 ) -> Result<DataFrame> {
-    let mut r = s.read_stream().format(format);
-    if format != "parquet" {
-        r = r.schema(DDL);
-    }
-    if let Some(n) = max_files {
-        r = r.option("maxFilesPerTrigger", n.to_string());
-    }
-    r.load(input.to_string_lossy().to_string())?
+    crate::bench_data::read_files(s, input, format, DDL, max_files)?
         .with_column("event_time", "to_timestamp(ts)")
 }

@@ -141,7 +141,7 @@ fn spark_string_casts(
     expr: Expr,
     schema: &DFSchema,
 ) -> Result<Expr, datafusion::error::DataFusionError> {
-    use crate::plan::timestamp::udf::{timestamp_type, to_timestamp_udf};
+    use crate::plan::timestamp::udf::{is_text, timestamp_type, to_timestamp_udf};
     use arrow::datatypes::DataType;
     use datafusion::common::tree_node::{Transformed, TreeNode};
     use datafusion::logical_expr::{Cast, ExprSchemable, TryCast};
@@ -155,13 +155,7 @@ fn spark_string_casts(
         if !matches!(to, DataType::Timestamp(..)) {
             return Ok(Transformed::no(e));
         }
-        let string =
-            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-        let is_string = match inner.get_type(schema)? {
-            DataType::Dictionary(_, v) => string(&v),
-            t => string(&t),
-        };
-        if !is_string {
+        if !is_text(&inner.get_type(schema)?) {
             return Ok(Transformed::no(e));
         }
         let call = to_timestamp_udf().call(vec![inner.as_ref().clone()]);

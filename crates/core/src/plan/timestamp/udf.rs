@@ -54,6 +54,14 @@ fn is_string(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
 
+/// A string type or a dictionary of strings: what `to_timestamp` parses.
+pub(crate) fn is_text(t: &DataType) -> bool {
+    match t {
+        DataType::Dictionary(_, v) => is_string(v),
+        t => is_string(t),
+    }
+}
+
 impl ScalarUDFImpl for SparkToTimestamp {
     fn name(&self) -> &str {
         TO_TIMESTAMP_FN
