@@ -17,7 +17,9 @@
 //! per heavy connector family, linked by a cargo feature (both on by
 //! default): [`delta`] (`delta`, delta-rs) and [`kafka`] (`kafka`,
 //! librdkafka). With `default-features = false` neither is built and tables
-//! default to Parquet.
+//! default to Parquet. [`sql`] (`sql`, on by default) reads the spec's SQL
+//! library files; the `pipelines` binary runs a project made of YAML and SQL
+//! only.
 //!
 //! The same pipeline built in code, run once over an in-memory stream:
 //!
@@ -70,6 +72,11 @@ pub use pipelines_delta as delta;
 /// Kafka sources and sinks (the `kafka` feature): the `pipelines-kafka` crate.
 #[cfg(feature = "kafka")]
 pub use pipelines_kafka as kafka;
+
+/// SQL library files (the `sql` feature): the `pipelines-sql` crate. Linking
+/// it makes a spec's `libraries:` (`.sql` files) part of the pipeline.
+#[cfg(feature = "sql")]
+pub use pipelines_sql as sql;
 
 /// The streaming engine ([`pipelines_core::engine`]), with the connector
 /// crates' items at their former paths.

@@ -10,4 +10,5 @@ mod kafka;
 mod macros_compile;
 mod macros_registry;
 mod real_time;
+mod sql;
 mod stateful;

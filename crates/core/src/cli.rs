@@ -56,6 +56,10 @@ pub enum Command {
         /// Directory to create (default: ./<name>).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Write a project of YAML and SQL only (run it with the `pipelines`
+        /// binary) instead of a Cargo project.
+        #[arg(long)]
+        sql: bool,
     },
 }
 
@@ -144,19 +148,24 @@ pub fn execute(
 fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     match cli.command {
-        Command::Init { name, dir } => {
+        Command::Init { name, dir, sql } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            let written = crate::init::write_project(&name, &dir)?;
+            let kind = if sql {
+                crate::init::ProjectKind::Sql
+            } else {
+                crate::init::ProjectKind::Rust
+            };
+            let written = crate::init::write_project(&name, &dir, kind)?;
             writeln!(out, "Created pipeline `{name}` in {}:", display_path(&dir)).map_err(io)?;
             for f in written {
                 writeln!(out, "  {}", display_path(&f)).map_err(io)?;
             }
-            writeln!(
-                out,
-                "Next: cd {} && cargo run -- dry-run",
-                display_path(&dir)
-            )
-            .map_err(io)?;
+            let next = if sql {
+                "pipelines dry-run"
+            } else {
+                "cargo run -- dry-run"
+            };
+            writeln!(out, "Next: cd {} && {next}", display_path(&dir)).map_err(io)?;
             Ok(())
         }
         Command::DryRun => {

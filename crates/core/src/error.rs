@@ -11,8 +11,8 @@ use std::path::PathBuf;
 /// The result type used throughout the framework.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Where a declaration was made: a Rust source line (macro or builder call)
-/// or a line of the YAML spec.
+/// Where a declaration was made: a Rust source line (macro or builder call),
+/// a line of the YAML spec, or a position in a library file (SQL).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Origin {
     /// Declared in Rust code, e.g. by `#[append_flow]` at `src/main.rs:17`.
@@ -29,6 +29,24 @@ pub enum Origin {
         /// 1-based line, when known.
         line: Option<usize>,
     },
+    /// Declared in a library file, e.g. `transformations/flows.sql:12:5`.
+    Library {
+        /// The file's path as displayed (relative to the working directory
+        /// when below it).
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+    },
+}
+
+impl Origin {
+    /// True for a declaration made in a library file (SQL), whose fixes are
+    /// written in SQL rather than Rust.
+    pub fn is_library(&self) -> bool {
+        matches!(self, Origin::Library { .. })
+    }
 }
 
 impl fmt::Display for Origin {
@@ -40,6 +58,7 @@ impl fmt::Display for Origin {
                 line: Some(line),
             } => write!(f, "{file}:{line}"),
             Origin::Spec { file, line: None } => write!(f, "{file}"),
+            Origin::Library { file, line, column } => write!(f, "{file}:{line}:{column}"),
         }
     }
 }

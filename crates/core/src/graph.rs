@@ -167,6 +167,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     b.check_options();
     b.check_reads();
     b.dataflow_graph();
+    b.inline_views();
     b.resolve_schemas();
     b.check_query_shapes();
     b.finish()
@@ -415,8 +416,12 @@ impl Build<'_> {
         for f in flows.values() {
             match datasets.get(&f.target) {
                 None => {
-                    let mut help = "declare it under `tables:` or `sinks:` in the spec, with #[table], or with create_sink(...)"
-                        .to_string();
+                    let mut help = if in_sql(f) {
+                        "declare it with CREATE STREAMING TABLE, or under `sinks:` in the spec"
+                    } else {
+                        "declare it under `tables:` or `sinks:` in the spec, with #[table], or with create_sink(...)"
+                    }
+                    .to_string();
                     if let Some(s) = did_you_mean(&f.target, datasets.keys().map(String::as_str)) {
                         help = format!("did you mean `{s}`? or {help}");
                     }
@@ -453,7 +458,11 @@ impl Build<'_> {
                             ))
                             .subject(f.subject())
                             .origin(f.origin.clone())
-                            .help("point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"),
+                            .help(if in_sql(f) {
+                                "write into a sink declared under `sinks:` in the spec, or remove `SET pipelines.outputMode = update`"
+                            } else {
+                                "point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"
+                            }),
                         );
                     } else if let Some(&mode) = modes.get(&f.name) {
                         if let Some(d) = mode_not_accepted(f, d, mode) {
@@ -622,9 +631,12 @@ impl Build<'_> {
             for (ds, streaming) in &reads {
                 match datasets.get(ds) {
                     None => {
-                        let mut help =
+                        let mut help = if in_sql(f) {
+                            "declare it with CREATE STREAMING TABLE / CREATE MATERIALIZED VIEW / CREATE TEMPORARY VIEW, or under `tables:` in the spec"
+                        } else {
                             "declare it with #[table] / #[materialized_view] / #[temporary_view] or under `tables:` in the spec"
-                                .to_string();
+                        }
+                        .to_string();
                         if let Some(s) = did_you_mean(ds, datasets.keys().map(String::as_str)) {
                             help = format!("did you mean `{s}`? or {help}");
                         }
@@ -647,7 +659,11 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help(format!("use read_table(\"{ds}\"), or make `{ds}` a streaming table")),
+                        .help(if in_sql(f) {
+                            format!("read it without STREAM(...), or make `{ds}` a streaming table")
+                        } else {
+                            format!("use read_table(\"{ds}\"), or make `{ds}` a streaming table")
+                        }),
                     ),
                     Some(_) => {}
                 }
@@ -662,10 +678,17 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help(format!(
-                            "read with read() / read_table(...), or declare `{}` as a streaming table with #[table]",
-                            f.target
-                        )),
+                        .help(if in_sql(f) {
+                            format!(
+                                "read without STREAM(...), or declare `{}` with CREATE STREAMING TABLE",
+                                f.target
+                            )
+                        } else {
+                            format!(
+                                "read with read() / read_table(...), or declare `{}` as a streaming table with #[table]",
+                                f.target
+                            )
+                        }),
                     ),
                     DatasetType::StreamingTable | DatasetType::Sink if !streaming && !f.once => diags.push(
                         Diagnostic::new(format!(
@@ -675,7 +698,11 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help("read with read_stream() / read_stream_table(...), or set `once = true` to run the batch query a single time"),
+                        .help(if in_sql(f) {
+                            "read its input as a stream: FROM STREAM(name), or STREAM read_files(...)"
+                        } else {
+                            "read with read_stream() / read_stream_table(...), or set `once = true` to run the batch query a single time"
+                        }),
                     ),
                     _ => {}
                 }
@@ -760,6 +787,38 @@ impl Build<'_> {
         *order = topological_flows(graph);
     }
 
+    /// Temporary views are named queries: every read of one becomes the
+    /// view's own plan, as Spark inlines views, so the reader gets the
+    /// view's sources, watermarks and operators (and its own offsets). Views
+    /// of views are inlined in dependency order.
+    fn inline_views(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            plans,
+            order,
+            ..
+        } = self;
+        let mut views: BTreeMap<String, DataFrame> = BTreeMap::new();
+        for name in order.iter() {
+            let Some(plan) = plans.get(name).cloned() else {
+                continue;
+            };
+            let inlined = plan.with_dataset_reads_replaced(&mut |ds, _| match datasets.get(ds) {
+                Some(d) if d.dataset_type() == DatasetType::TemporaryView => views.get(ds).cloned(),
+                _ => None,
+            });
+            let target = &flows[name].target;
+            if datasets
+                .get(target)
+                .is_some_and(|d| d.dataset_type() == DatasetType::TemporaryView)
+            {
+                views.insert(target.clone(), inlined.clone());
+            }
+            plans.insert(name.clone(), inlined);
+        }
+    }
+
     /// Resolves each plan in order against the schemas of what it reads; checks merge keys, sink columns and declared schemas.
     fn resolve_schemas(&mut self) {
         let Build {
@@ -801,8 +860,28 @@ impl Build<'_> {
             if reads.iter().any(|(ds, _)| !schemas.contains_key(ds)) {
                 continue;
             }
+            let plan = plan.clone();
             match plan.resolve(&SchemaCatalog(schemas)) {
-                Ok(r) => {
+                Ok(mut r) => {
+                    // Columns are matched by name (SQL's `INSERT INTO ... BY
+                    // NAME`): the same columns in another order are put in
+                    // the table's order.
+                    let expected = datasets.get(&f.target).and_then(|t| {
+                        declared.get(&t.name).cloned().or_else(|| {
+                            schema_source
+                                .contains_key(&t.name)
+                                .then(|| schemas[&t.name].clone())
+                        })
+                    });
+                    if let Some(reordered) = expected
+                        .as_ref()
+                        .and_then(|e| in_order_of(&plan, &r.schema(), e))
+                    {
+                        if let Ok(again) = reordered.resolve(&SchemaCatalog(schemas)) {
+                            r = again;
+                            plans.insert(name.clone(), reordered);
+                        }
+                    }
                     let schema = r.schema();
                     if let Some(target) = datasets.get(&f.target) {
                         for key in &target.merge_keys {
@@ -887,6 +966,13 @@ impl Build<'_> {
             let (Some(plan), Some(mode)) = (resolved.get(name), modes.get(name)) else {
                 continue;
             };
+            // A view's query is checked where it is read (inlined).
+            if datasets
+                .get(&flows[name].target)
+                .is_some_and(|d| d.dataset_type() == DatasetType::TemporaryView)
+            {
+                continue;
+            }
             for d in checks::check_query(&flows[name], plan, *mode) {
                 diags.push(d);
             }
@@ -1185,6 +1271,31 @@ fn plan_diagnostic(
 }
 
 /// Describes how `actual` differs from `expected` (names and types, by position), if it does.
+/// `plan` with its columns put in `expected`'s order, when it has the same
+/// columns (names and types) in another order.
+fn in_order_of(plan: &DataFrame, actual: &SchemaRef, expected: &SchemaRef) -> Option<DataFrame> {
+    if schema_difference(expected, actual).is_none()
+        || expected.fields().len() != actual.fields().len()
+    {
+        return None;
+    }
+    let same_columns = expected.fields().iter().all(|e| {
+        actual
+            .fields()
+            .iter()
+            .any(|a| a.name() == e.name() && a.data_type() == e.data_type())
+    });
+    if !same_columns {
+        return None;
+    }
+    let columns: Vec<String> = expected
+        .fields()
+        .iter()
+        .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+        .collect();
+    plan.select(columns).ok()
+}
+
 fn schema_difference(expected: &SchemaRef, actual: &SchemaRef) -> Option<String> {
     let show = |s: &SchemaRef| {
         s.fields()
@@ -1301,4 +1412,10 @@ fn cycle_path(graph: &DiGraph<GraphNode, ()>, scc: &[NodeIndex]) -> Vec<NodeInde
         }
     }
     vec![start]
+}
+
+/// True when the flow was declared in a library file (SQL): its fixes are
+/// written in SQL.
+fn in_sql(f: &FlowDef) -> bool {
+    f.origin.as_ref().is_some_and(Origin::is_library)
 }

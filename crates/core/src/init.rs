@@ -1,5 +1,6 @@
 //! `init --name X`: writes a starter project (Cargo.toml, pipeline.yml, a
-//! flow file and sample data) that passes `dry-run` as written.
+//! flow file and sample data) that passes `dry-run` as written; with
+//! `--sql`, a project of YAML and SQL only, for the `pipelines` binary.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,18 @@ use crate::error::{Error, Result};
 const MAIN_RS: &str = include_str!("init/main.rs");
 const SPEC: &str = include_str!("init/pipeline.yml");
 const EVENTS: &str = include_str!("init/events.json");
+const SQL_SPEC: &str = include_str!("init/sql/pipeline.yml");
+const SQL_FLOWS: &str = include_str!("init/sql/events.sql");
+
+/// What kind of starter project [`write_project`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProjectKind {
+    /// A Cargo project: flows in `src/main.rs`.
+    Rust,
+    /// YAML and SQL only (`transformations/events.sql`), run by the
+    /// `pipelines` binary.
+    Sql,
+}
 
 /// The framework's own directory (the workspace root, two levels above
 /// this crate's `crates/core`), for the starter project's path dependency.
@@ -36,7 +49,7 @@ pub fn check_name(name: &str) -> Result<()> {
 
 /// Writes the starter project into `dir`; returns the files written.
 /// Refuses a directory that exists and is not empty.
-pub fn write_project(name: &str, dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_project(name: &str, dir: &Path, kind: ProjectKind) -> Result<Vec<PathBuf>> {
     check_name(name)?;
     if dir.exists() {
         let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -51,16 +64,28 @@ pub fn write_project(name: &str, dir: &Path) -> Result<Vec<PathBuf>> {
         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\npipelines = {{ path = \"{}\" }}\n",
         framework_root().display()
     );
-    let files: Vec<(PathBuf, String)> = vec![
-        (dir.join("Cargo.toml"), cargo_toml),
-        (dir.join("pipeline.yml"), SPEC.replace("{{name}}", name)),
-        (dir.join("src/main.rs"), MAIN_RS.to_string()),
-        (dir.join("data/events/part-0000.json"), EVENTS.to_string()),
-        (
-            dir.join(".gitignore"),
-            "/target\npipeline-storage/\n".to_string(),
-        ),
-    ];
+    let data = (dir.join("data/events/part-0000.json"), EVENTS.to_string());
+    let files: Vec<(PathBuf, String)> = match kind {
+        ProjectKind::Rust => vec![
+            (dir.join("Cargo.toml"), cargo_toml),
+            (dir.join("pipeline.yml"), SPEC.replace("{{name}}", name)),
+            (dir.join("src/main.rs"), MAIN_RS.to_string()),
+            data,
+            (
+                dir.join(".gitignore"),
+                "/target\npipeline-storage/\n".to_string(),
+            ),
+        ],
+        ProjectKind::Sql => vec![
+            (dir.join("pipeline.yml"), SQL_SPEC.replace("{{name}}", name)),
+            (
+                dir.join("transformations/events.sql"),
+                SQL_FLOWS.to_string(),
+            ),
+            data,
+            (dir.join(".gitignore"), "pipeline-storage/\n".to_string()),
+        ],
+    };
     let mut written = Vec::new();
     for (path, text) in files {
         if let Some(parent) = path.parent() {

@@ -5,8 +5,9 @@
 //! [`session`] (what a flow function receives), [`registry`] (macro
 //! declarations), [`definition`] (owned declarations), [`spec`] (the YAML
 //! spec), [`graph`] (the dataflow graph and its validation), [`checks`]
-//! (query-shape rules), [`formats`] (sink capabilities), [`pipeline`] (the
-//! builder), [`cli`], [`render`] and [`init`].
+//! (query-shape rules), [`formats`] (sink capabilities), [`library`] (the
+//! spec's library files and their loaders), [`pipeline`] (the builder),
+//! [`cli`], [`render`] and [`init`].
 #![warn(missing_docs)]
 
 pub mod checks;
@@ -20,6 +21,7 @@ pub mod error;
 pub mod formats;
 pub mod graph;
 pub mod init;
+pub mod library;
 mod option_checks;
 pub mod options;
 pub mod pipeline;

@@ -334,9 +334,15 @@ impl Pipeline {
         }
     }
 
-    /// Validates the pipeline against a spec: every problem at once.
+    /// Validates the pipeline against a spec: every problem at once. The
+    /// spec's library files (SQL) are loaded first; their datasets and flows
+    /// join the ones declared in code.
     pub fn build(&self, spec: &PipelineSpec) -> std::result::Result<PipelineGraph, Diagnostics> {
-        graph::build(self.declarations(spec))
+        let libraries = crate::library::load_libraries(spec).map_err(Diagnostics)?;
+        let mut all = self.clone();
+        all.datasets.extend(libraries.datasets);
+        all.flows.extend(libraries.flows);
+        graph::build(all.declarations(spec))
     }
 
     /// Finds the spec: `explicit` when given, else discovery from the spec

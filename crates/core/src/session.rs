@@ -84,7 +84,7 @@ impl Session {
     }
 }
 
-fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
+pub(crate) fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
     let trimmed = name.trim();
     if trimmed.is_empty() || trimmed.chars().any(|c| c.is_whitespace() || c == '`') {
         return Err(PlanError::with_help(
@@ -96,5 +96,6 @@ fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
     Ok(DataFrame::from_node(PlanNode::DatasetRead {
         name: trimmed.to_string(),
         streaming,
+        options: Default::default(),
     }))
 }

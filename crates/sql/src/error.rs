@@ -58,6 +58,33 @@ impl SqlError {
     }
 }
 
+impl SqlError {
+    /// The offending line with a caret under the column, without the
+    /// `error:` line and the help:
+    ///
+    /// ```text
+    ///    |
+    /// 12 |     SELCT * FROM STREAM(raw)
+    ///    |     ^
+    /// ```
+    pub fn snippet(&self) -> String {
+        let number = self.line.to_string();
+        let gutter = " ".repeat(number.len());
+        // The caret's indentation copies the line's tabs so that it lines up.
+        let indent: String = self
+            .source_line
+            .chars()
+            .chain(std::iter::repeat(' '))
+            .take(self.column.saturating_sub(1))
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        format!(
+            "{gutter} |\n{number} | {}\n{gutter} | {indent}^",
+            self.source_line
+        )
+    }
+}
+
 struct Render<'a>(&'a SqlError);
 
 impl fmt::Display for Render<'_> {
@@ -68,19 +95,7 @@ impl fmt::Display for Render<'_> {
             "error: {}:{}:{}: {}",
             e.file, e.line, e.column, e.message
         )?;
-        let number = e.line.to_string();
-        let gutter = " ".repeat(number.len());
-        writeln!(f, "{gutter} |")?;
-        writeln!(f, "{number} | {}", e.source_line)?;
-        // The caret's indentation copies the line's tabs so that it lines up.
-        let indent: String = e
-            .source_line
-            .chars()
-            .chain(std::iter::repeat(' '))
-            .take(e.column.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        write!(f, "{gutter} | {indent}^")?;
+        write!(f, "{}", e.snippet())?;
         if let Some(help) = &e.help {
             write!(f, "\n  help: {help}")?;
         }

@@ -13,9 +13,15 @@
 //! text is the same line and column in the file. The rewritten text is
 //! checked with sqlparser ([`SparkDialect`]); its reads are listed
 //! ([`Query::reads`]), each marked streaming or not, and its watermarks
-//! recorded ([`Query::watermarks`]). The crate returns text and structure,
-//! not the sqlparser AST (which [`Query::parse_ast`] gives on demand), so
-//! that the caller can plan the SQL with its own engine.
+//! recorded ([`Query::watermarks`]); [`Query::parse_ast`] gives the AST.
+//!
+//! [`loader`] turns a file's statements into the engine's datasets and
+//! flows, and registers itself as the loader of `.sql` library files: a
+//! binary that links this crate runs a spec's `libraries:`. Each query
+//! becomes the plan a Rust flow would build (`select`, `filter`,
+//! `group_by(...).agg(...)`, `join`, `union`, `with_watermark`, reads of
+//! datasets and of `read_files(...)` / `read_kafka(...)` / `` delta.`path` ``),
+//! so every check of the pipeline graph applies to SQL flows as to Rust ones.
 //!
 //! ```
 //! use pipelines_sql::{parse_file, ReadSource, Statement, StreamingTableSource};
@@ -56,7 +62,9 @@ mod cursor;
 mod dialect;
 mod error;
 mod lexer;
+pub mod loader;
 mod parser;
+mod planner;
 mod query;
 mod statement;
 
@@ -105,43 +113,5 @@ pub fn parse_file(path: &str, text: &str) -> Result<SqlFile, Vec<SqlError>> {
         })
     } else {
         Err(errors)
-    }
-}
-
-/// What kind of pipeline library a file is, by its extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LibraryKind {
-    /// `.sql`: parse it with [`parse_file`].
-    Sql,
-    /// `.py`: a Python library, which this project does not run.
-    Python,
-    /// Anything else.
-    Other,
-}
-
-impl LibraryKind {
-    /// The error for a library file of this kind that cannot be used, if any:
-    /// for Python, `` `transformations/x.py`: Python library files are not
-    /// supported; port it to SQL or Rust ``.
-    pub fn unsupported_error(self, path: &str) -> Option<String> {
-        match self {
-            LibraryKind::Python => Some(format!(
-                "`{path}`: Python library files are not supported; port it to SQL or Rust"
-            )),
-            LibraryKind::Sql | LibraryKind::Other => None,
-        }
-    }
-}
-
-/// The kind of a library file, by its extension (case-insensitive).
-pub fn library_kind(path: &str) -> LibraryKind {
-    let ext = std::path::Path::new(path)
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("sql") => LibraryKind::Sql,
-        Some("py") => LibraryKind::Python,
-        _ => LibraryKind::Other,
     }
 }

@@ -15,7 +15,7 @@ use crate::statement::*;
 use crate::SparkDialect;
 
 /// The formats whose `` format.`path` `` names a path rather than a table.
-const PATH_FORMATS: &[&str] = &[
+pub(crate) const PATH_FORMATS: &[&str] = &[
     "delta",
     "parquet",
     "json",
@@ -756,7 +756,7 @@ fn part_value(p: &ObjectNamePart) -> String {
     }
 }
 
-fn name_span(name: &ObjectName, base: Span) -> Span {
+pub(crate) fn name_span(name: &ObjectName, base: Span) -> Span {
     match name.0.first() {
         Some(ObjectNamePart::Identifier(i)) if i.span.start.line > 0 => {
             map_location(base, i.span.start)

@@ -157,6 +157,13 @@ fn selected_flows<'a>(graph: &'a PipelineGraph, opts: &RunOptions) -> Vec<&'a Fl
         .collect();
     graph
         .ordered_flows()
+        // A temporary view's query runs inside the flows that read it.
+        .filter(|f| {
+            graph
+                .datasets
+                .get(&f.def.target)
+                .is_none_or(|d| d.def.dataset_type() != DatasetType::TemporaryView)
+        })
         .filter(|f| selection.is_empty() || selection.contains(&&f.def.target))
         .collect()
 }
@@ -541,7 +548,11 @@ fn open_leaves(
                     crate::engine::sources::open_source(&spec, schema.clone(), c)
                 })
             }
-            PlanNode::DatasetRead { name: ds, .. } => {
+            PlanNode::DatasetRead {
+                name: ds,
+                options: read_options,
+                ..
+            } => {
                 let dataset = graph.datasets.get(ds).ok_or_else(|| {
                     Error::runtime(format!(
                         "flow `{name}`: reads `{ds}`, which is not declared"
@@ -555,7 +566,8 @@ fn open_leaves(
                 }
                 let path = table_path(dataset, opts);
                 let format = dataset.format();
-                let options = dataset.def.options.clone();
+                let mut options = dataset.def.options.clone();
+                options.extend(read_options.clone());
                 let schema = leaf.schema.clone();
                 let ctx = ctx.clone();
                 let streaming = leaf.streaming;

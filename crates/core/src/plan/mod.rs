@@ -253,6 +253,9 @@ pub enum PlanNode {
         name: String,
         /// True for `read_stream_table`, false for `read_table`.
         streaming: bool,
+        /// Reader options (`read_stream().option(..).table(name)`), over the
+        /// table's own; e.g. `maxFilesPerTrigger`.
+        options: BTreeMap<String, String>,
     },
     /// `select` / `select_expr`: a projection.
     Select {
@@ -453,7 +456,10 @@ impl DataFrame {
     pub fn datasets_read(&self) -> Vec<(String, bool)> {
         let mut out = Vec::new();
         self.walk(&mut |n| {
-            if let PlanNode::DatasetRead { name, streaming } = n {
+            if let PlanNode::DatasetRead {
+                name, streaming, ..
+            } = n
+            {
                 let item = (name.clone(), *streaming);
                 if !out.contains(&item) {
                     out.push(item);
@@ -461,6 +467,47 @@ impl DataFrame {
             }
         });
         out
+    }
+
+    /// The plan with each dataset read that `replace` returns a plan for
+    /// swapped for that plan (how temporary views are inlined into the
+    /// flows that read them). `replace` gets the dataset's name and whether
+    /// it is read as a stream.
+    pub fn with_dataset_reads_replaced(
+        &self,
+        replace: &mut dyn FnMut(&str, bool) -> Option<DataFrame>,
+    ) -> DataFrame {
+        let mut node = self.node().clone();
+        match &mut node {
+            PlanNode::DatasetRead {
+                name, streaming, ..
+            } => {
+                return replace(name, *streaming).unwrap_or_else(|| self.clone());
+            }
+            PlanNode::Source(_) => return self.clone(),
+            PlanNode::Select { input, .. }
+            | PlanNode::Filter { input, .. }
+            | PlanNode::WithColumn { input, .. }
+            | PlanNode::WithColumnRenamed { input, .. }
+            | PlanNode::Drop { input, .. }
+            | PlanNode::WithWatermark { input, .. }
+            | PlanNode::Aggregate { input, .. }
+            | PlanNode::DropDuplicates { input, .. }
+            | PlanNode::OrderBy { input, .. }
+            | PlanNode::Limit { input, .. } => {
+                *input = input.with_dataset_reads_replaced(replace);
+            }
+            PlanNode::Union { inputs } => {
+                for i in inputs.iter_mut() {
+                    *i = i.with_dataset_reads_replaced(replace);
+                }
+            }
+            PlanNode::Join { left, right, .. } => {
+                *left = left.with_dataset_reads_replaced(replace);
+                *right = right.with_dataset_reads_replaced(replace);
+            }
+        }
+        DataFrame::from_node(node)
     }
 
     /// The external sources read, left to right.

@@ -240,6 +240,31 @@ impl DataStreamReader {
         self.build(Some(path))
     }
 
+    /// Reads a dataset of the pipeline with this reader's options (Spark's
+    /// `spark.readStream.option("maxFilesPerTrigger", 1).table("raw")`); a
+    /// format or schema set on the reader is an error, as the dataset has its own.
+    pub fn table(self, name: &str) -> Result<DataFrame> {
+        if self.format.is_some() || self.schema.is_some() {
+            return Err(PlanError::with_help(
+                format!("reading dataset `{name}`: the reader has a format or a schema, but a dataset has its own"),
+                "keep only the options: read_stream().option(\"maxFilesPerTrigger\", \"1\").table(\"raw\")",
+            )
+            .into());
+        }
+        let df = crate::session::dataset_read(name, self.streaming)?;
+        let PlanNode::DatasetRead {
+            name, streaming, ..
+        } = df.node()
+        else {
+            return Ok(df);
+        };
+        Ok(DataFrame::from_node(PlanNode::DatasetRead {
+            name: name.clone(),
+            streaming: *streaming,
+            options: self.options,
+        }))
+    }
+
     /// Reads a source without a path: rate, socket, kafka, memory.
     pub fn load_default(self) -> Result<DataFrame> {
         self.build(None)

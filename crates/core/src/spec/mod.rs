@@ -68,9 +68,14 @@ pub struct PipelineSpec {
     pub sinks: BTreeMap<String, SinkSpec>,
     /// Per-flow settings, by flow name.
     pub flows: BTreeMap<String, FlowSpec>,
-    /// Source libraries (SDP `libraries:`); always empty for now, as a
-    /// non-empty list is rejected.
+    /// Library files (SDP `libraries:`): SQL files declaring datasets and
+    /// flows, found relative to the spec's directory.
     pub libraries: Vec<LibrarySpec>,
+    /// Spark's default catalog (`catalog:`); recorded, not used (the
+    /// pipeline's datasets have one-part names).
+    pub catalog: Option<String>,
+    /// Spark's default database (`database:` or `schema:`); recorded, not used.
+    pub database: Option<String>,
     /// The spec file this was read from.
     pub path: PathBuf,
     /// 1-based line of every key in the file, by dotted key path as rendered
@@ -131,11 +136,28 @@ pub struct FlowSpec {
 pub enum LibrarySpec {
     /// Source files matching a glob.
     Glob {
-        /// The glob pattern, relative to the spec file.
+        /// The pattern, relative to the spec file: a file path, or a folder
+        /// followed by `/**` for every file below it (Spark's two forms).
         include: String,
         /// 1-based line of the entry in the spec.
         line: Option<usize>,
     },
+}
+
+/// Checks a `libraries` glob the way Spark does: a path without wildcards,
+/// or a folder without wildcards followed by `/**`. Returns why not.
+pub fn check_library_glob(include: &str) -> Result<(), &'static str> {
+    let magic = |s: &str| s.contains(['*', '?', '[']);
+    if include.trim().is_empty() {
+        return Err("is empty");
+    }
+    if !magic(include) {
+        return Ok(());
+    }
+    match include.strip_suffix("/**") {
+        Some(dir) if !magic(dir) => Ok(()),
+        _ => Err("is not a file path or a `folder/**` pattern"),
+    }
 }
 
 /// What kind of problem a [`SpecError`] is.

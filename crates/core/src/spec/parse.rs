@@ -20,6 +20,9 @@ const TOP_FIELDS: &[&str] = &[
     "sinks",
     "flows",
     "libraries",
+    "catalog",
+    "database",
+    "schema",
 ];
 const TABLE_FIELDS: &[&str] = &[
     "format",
@@ -522,21 +525,17 @@ impl Ctx<'_> {
                     .invalid(glob.line, format!("missing field `include`{within}"))
                     .with_help(HELP));
             };
+            let include_at = include.line;
             let include = self.string(include, &join_key(&gpath, "include"))?;
+            if let Err(why) = super::check_library_glob(&include) {
+                return Err(self
+                    .invalid(include_at, format!("library glob `{include}` {why}"))
+                    .with_help("write a file path (`transformations/flows.sql`) or a folder followed by `/**` (`transformations/**`), as Spark does"));
+            }
             out.push(LibrarySpec::Glob {
                 include,
                 line: Some(item.line),
             });
-        }
-        if let Some(first) = items.first() {
-            return Err(self
-                .err(
-                    SpecErrorKind::Unsupported,
-                    first.line,
-                    "`libraries` is not supported yet: declare flows in Rust with \
-                     #[append_flow], #[table], ... (SQL and Python files come later)",
-                )
-                .with_help("remove the `libraries` entries"));
         }
         Ok(out)
     }
@@ -651,6 +650,15 @@ pub(crate) fn parse_document(text: &str, file: &Path) -> R<PipelineSpec> {
                 }
             }
             "libraries" => spec.libraries = ctx.libraries(value)?,
+            "catalog" => spec.catalog = Some(ctx.string(value, "catalog")?),
+            "database" | "schema" => {
+                if spec.database.is_some() {
+                    return Err(ctx
+                        .invalid(k.line, "both `database` and `schema` are set")
+                        .with_help("they are the same setting; keep one"));
+                }
+                spec.database = Some(ctx.string(value, key.as_str())?)
+            }
             _ => {}
         }
     }

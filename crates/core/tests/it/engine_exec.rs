@@ -917,7 +917,7 @@ fn dataset_reads_are_leaves_with_catalog_schemas() {
     let leaf = &plan.leaves()[0];
     assert!(matches!(
         leaf.node.as_ref(),
-        pipelines_core::plan::PlanNode::DatasetRead { name, streaming: true } if name == "users"
+        pipelines_core::plan::PlanNode::DatasetRead { name, streaming: true, .. } if name == "users"
     ));
     let input = batch(&leaf.schema, vec![i64s(&[1, 2]), strs(&["FR", "DE"])]);
     let inputs = vec![vec![input]];

@@ -719,20 +719,6 @@ SET pipelines.trigger.interval = '1 minute';
 }
 
 #[test]
-fn library_kinds() {
-    assert_eq!(library_kind("transformations/a.sql"), LibraryKind::Sql);
-    assert_eq!(library_kind("transformations/A.SQL"), LibraryKind::Sql);
-    assert_eq!(library_kind("transformations/x.py"), LibraryKind::Python);
-    assert_eq!(library_kind("README.md"), LibraryKind::Other);
-    assert_eq!(library_kind("sql"), LibraryKind::Other);
-    assert_eq!(
-        library_kind("transformations/x.py").unsupported_error("transformations/x.py"),
-        Some("`transformations/x.py`: Python library files are not supported; port it to SQL or Rust".into())
-    );
-    assert_eq!(LibraryKind::Sql.unsupported_error("a.sql"), None);
-}
-
-#[test]
 fn names_display_with_quotes_where_needed() {
     assert_eq!(
         Name::new(["a", "b c", "x`y"], Span::default()).to_string(),

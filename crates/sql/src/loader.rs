@@ -1,0 +1,273 @@
+//! SQL library files as pipeline declarations: each statement becomes the
+//! datasets and flows a Rust declaration would make, with the statement's
+//! file:line:column as origin, and `SET` applying to the statements after it.
+//! Registered with the engine's library loaders, for `.sql` files.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use pipelines_core::conf::OUTPUT_MODE_CONF_KEY;
+use pipelines_core::library::{
+    LibraryDeclarations, LibraryFile, LibraryLoader, LibraryRegistration,
+};
+use pipelines_core::registry::FlowKind;
+use pipelines_core::{DatasetDef, DatasetType, Diagnostic, FlowDef, Origin, Query as FlowQuery};
+
+use crate::statement::*;
+use crate::SqlError;
+
+/// The loader of `.sql` library files.
+pub struct SqlLoader;
+
+impl LibraryLoader for SqlLoader {
+    fn language(&self) -> &'static str {
+        "SQL"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["sql"]
+    }
+
+    fn load(&self, file: &LibraryFile<'_>) -> Result<LibraryDeclarations, Vec<Diagnostic>> {
+        let parsed = crate::parse_file(file.display, file.text)
+            .map_err(|errors| errors.iter().map(diagnostic).collect::<Vec<_>>())?;
+        declarations(&parsed)
+    }
+}
+
+inventory::submit! { LibraryRegistration(&SqlLoader) }
+
+/// A parse error as a diagnostic that renders the same way (snippet and caret).
+pub fn diagnostic(e: &SqlError) -> Diagnostic {
+    let mut d =
+        Diagnostic::new(format!("{}\n{}", e.message, e.snippet())).origin(Some(Origin::Library {
+            file: e.file.clone(),
+            line: e.line,
+            column: e.column,
+        }));
+    d.help = e.help.clone();
+    d
+}
+
+/// The datasets and flows of a parsed file, or every problem.
+pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnostic>> {
+    let mut out = LibraryDeclarations::default();
+    let mut problems = Vec::new();
+    let mut conf: BTreeMap<String, String> = BTreeMap::new();
+    let origin = |span: Span| {
+        Some(Origin::Library {
+            file: file.path.clone(),
+            line: span.line,
+            column: span.column,
+        })
+    };
+    for statement in &file.statements {
+        let at = origin(statement.span());
+        match statement {
+            Statement::Set(s) => {
+                conf.insert(s.key.clone(), s.value.clone());
+            }
+            Statement::Reset(r) => match &r.key {
+                Some(k) => {
+                    conf.remove(k);
+                }
+                None => conf.clear(),
+            },
+            Statement::StreamingTable(t) => {
+                let Some(name) = one_part(&t.table.name, &at, &mut problems) else {
+                    continue;
+                };
+                out.datasets.push(table_def(
+                    &name,
+                    DatasetType::StreamingTable,
+                    &t.table,
+                    at.clone(),
+                ));
+                match &t.source {
+                    None => {}
+                    Some(StreamingTableSource::Query(q)) => {
+                        match flow(&name, &name, q, &conf, None, at, true) {
+                            Ok(f) => out.flows.push(f),
+                            Err(d) => problems.push(d),
+                        }
+                    }
+                    Some(StreamingTableSource::AutoCdc(_)) => {
+                        problems.push(auto_cdc_unsupported(&name, at))
+                    }
+                }
+            }
+            Statement::MaterializedView(mv) => {
+                let Some(name) = one_part(&mv.table.name, &at, &mut problems) else {
+                    continue;
+                };
+                out.datasets.push(table_def(
+                    &name,
+                    DatasetType::MaterializedView,
+                    &mv.table,
+                    at.clone(),
+                ));
+                match flow(
+                    &name,
+                    &name,
+                    &mv.query,
+                    &conf,
+                    mv.table.comment.clone(),
+                    at,
+                    true,
+                ) {
+                    Ok(f) => out.flows.push(f),
+                    Err(d) => problems.push(d),
+                }
+            }
+            Statement::View(v) => {
+                let Some(name) = one_part(&v.name, &at, &mut problems) else {
+                    continue;
+                };
+                if !v.columns.is_empty() {
+                    problems.push(
+                        Diagnostic::new(format!(
+                            "view `{name}` has a column list, which is not supported"
+                        ))
+                        .origin(at.clone())
+                        .help("name the columns with AS in the view's SELECT"),
+                    );
+                    continue;
+                }
+                out.datasets.push(DatasetDef {
+                    name: name.clone(),
+                    kind: Some(DatasetType::TemporaryView),
+                    comment: v.comment.clone(),
+                    origin: at.clone(),
+                    ..DatasetDef::default()
+                });
+                match flow(&name, &name, &v.query, &conf, v.comment.clone(), at, true) {
+                    Ok(f) => out.flows.push(f),
+                    Err(d) => problems.push(d),
+                }
+            }
+            Statement::Flow(f) => {
+                let Some(target) = one_part(&f.target, &at, &mut problems) else {
+                    continue;
+                };
+                match &f.kind {
+                    FlowKind_::InsertInto(q) => {
+                        match flow(
+                            &f.name.value,
+                            &target,
+                            q,
+                            &conf,
+                            f.comment.clone(),
+                            at,
+                            false,
+                        ) {
+                            Ok(fl) => out.flows.push(fl),
+                            Err(d) => problems.push(d),
+                        }
+                    }
+                    FlowKind_::AutoCdc(_) => problems.push(auto_cdc_unsupported(&target, at)),
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+use crate::statement::FlowKind as FlowKind_;
+
+fn auto_cdc_unsupported(target: &str, at: Option<Origin>) -> Diagnostic {
+    Diagnostic::new(format!("AUTO CDC into `{target}` is not supported yet"))
+        .origin(at)
+        .help("apply the change feed with a MERGE in a foreach_batch sink written in Rust, for now")
+}
+
+/// A dataset's one-part name; a qualified one is a problem.
+fn one_part(name: &Name, at: &Option<Origin>, problems: &mut Vec<Diagnostic>) -> Option<String> {
+    match name.parts.as_slice() {
+        [one] => Some(one.clone()),
+        parts => {
+            problems.push(
+                Diagnostic::new(format!(
+                    "`{name}`: datasets of a pipeline have one-part names"
+                ))
+                .origin(at.clone())
+                .help(format!(
+                    "write `{}`; the spec's `catalog` and `database` are recorded only",
+                    parts.last().map(String::as_str).unwrap_or_default()
+                )),
+            );
+            None
+        }
+    }
+}
+
+fn table_def(name: &str, kind: DatasetType, t: &TableDef, origin: Option<Origin>) -> DatasetDef {
+    let schema = (!t.columns.is_empty()).then(|| {
+        t.columns
+            .iter()
+            .map(|c| {
+                format!(
+                    "`{}` {}{}",
+                    c.name.value.replace('`', "``"),
+                    c.data_type,
+                    if c.not_null { " NOT NULL" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    DatasetDef {
+        name: name.to_string(),
+        kind: Some(kind),
+        format: t.using.as_ref().map(|u| u.value.clone()),
+        options: t
+            .properties
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect(),
+        partition_cols: t.partitioned_by.iter().map(|c| c.value.clone()).collect(),
+        schema,
+        comment: t.comment.clone(),
+        origin,
+        ..DatasetDef::default()
+    }
+}
+
+/// A flow running `query` into `target`, with the file's `SET`s so far as
+/// its conf; `pipelines.outputMode = update` makes it an update flow.
+fn flow(
+    name: &str,
+    target: &str,
+    query: &Query,
+    conf: &BTreeMap<String, String>,
+    comment: Option<String>,
+    origin: Option<Origin>,
+    defines_dataset: bool,
+) -> Result<FlowDef, Diagnostic> {
+    let ast = query.parse_ast().map_err(|e| {
+        Diagnostic::new(format!("the query does not parse: {e}")).origin(origin.clone())
+    })?;
+    let ast = Arc::new(ast);
+    let query = Arc::new(query.clone());
+    let mut f = FlowDef::append(
+        name,
+        target,
+        FlowQuery::new(move |session| {
+            crate::planner::plan(&query, &ast, session).map_err(Into::into)
+        }),
+    );
+    if conf
+        .get(OUTPUT_MODE_CONF_KEY)
+        .is_some_and(|m| m.eq_ignore_ascii_case("update"))
+    {
+        f.kind = FlowKind::Update;
+    }
+    f.conf = conf.clone();
+    f.comment = comment;
+    f.origin = origin;
+    f.defines_dataset = defines_dataset;
+    Ok(f)
+}

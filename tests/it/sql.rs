@@ -1,0 +1,281 @@
+//! SQL library files through the command line: a project of YAML and SQL
+//! runs like a Rust one, SQL and Rust datasets share one graph, and each
+//! mistake gets its exact message with the file, line and column.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use pipelines as dp;
+
+/// Runs the command line of a binary declaring `pipeline` (plus whatever
+/// the spec's libraries declare); returns the exit code, stdout and stderr
+/// with `dir/` removed from paths, as a user in `dir` would see them.
+fn cli(pipeline: dp::Pipeline, dir: &Path, args: &[&str]) -> (u8, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let spec = dir.join("pipeline.yml");
+    let argv: Vec<OsString> = ["pipelines", "--spec", spec.to_str().unwrap()]
+        .into_iter()
+        .chain(args.iter().copied())
+        .map(OsString::from)
+        .collect();
+    let code = dp::cli::execute(pipeline, argv, &mut out, &mut err);
+    let strip = |b: Vec<u8>| {
+        String::from_utf8(b)
+            .unwrap()
+            .replace(&format!("{}/", dir.display()), "")
+    };
+    (code, strip(out), strip(err))
+}
+
+/// A project in a temporary directory: `pipeline.yml` with `transformations/**`
+/// as its library, plus the given files.
+fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: sql_test\nstorage: ./storage\nlibraries:\n  - glob:\n      include: transformations/**\n",
+    )
+    .unwrap();
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    (tmp, dir)
+}
+
+const RAW: &str = "CREATE STREAMING TABLE raw_events AS SELECT * FROM STREAM read_files(\n  'data',\n  format => 'json',\n  schema => 'ts TIMESTAMP, level STRING, n BIGINT'\n);\n";
+
+fn dry_run_errors(files: &[(&str, &str)]) -> String {
+    let (_tmp, dir) = project(files);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["dry-run"]);
+    assert_eq!(code, 1, "dry-run passed:\n{out}");
+    err
+}
+
+#[test]
+fn a_syntax_error_names_the_file_line_and_column_with_a_caret() {
+    let err = dry_run_errors(&[
+        ("transformations/raw.sql", RAW),
+        (
+            "transformations/views.sql",
+            "-- the view\nCREATE MATERIALIZED VIEW totals\n  SELCT level, count(*) AS n FROM raw_events GROUP BY level;\n",
+        ),
+    ]);
+    assert_eq!(
+        err,
+        "error: transformations/views.sql:3:3: expected AS after the table name, found `SELCT`
+  |
+3 |   SELCT level, count(*) AS n FROM raw_events GROUP BY level;
+  |   ^
+  help: the statement is `CREATE MATERIALIZED VIEW name [(columns)] [COMMENT '...'] [PARTITIONED BY (...)] [TBLPROPERTIES (...)] AS query`
+1 error; nothing was read or written.
+"
+    );
+}
+
+#[test]
+fn errors_of_several_files_are_reported_together() {
+    let err = dry_run_errors(&[
+        (
+            "transformations/a.sql",
+            "CREATE STREAMING TABLE x AS SELEC 1;\n",
+        ),
+        (
+            "transformations/b.sql",
+            "CREATE TEMPORARY VIEW v AS SELECT * FROM t WHERE;\n",
+        ),
+    ]);
+    let firsts: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert!(
+        err.ends_with("\n2 errors; nothing was read or written.\n"),
+        "{err}"
+    );
+    assert_eq!(
+        firsts,
+        [
+            "error: transformations/a.sql:1:29: expected SELECT, VALUES, or a subquery in the query body, found `SELEC`",
+            "error: transformations/b.sql:1:49: expected an expression, found the end of the query",
+        ],
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_table_gets_a_did_you_mean() {
+    let err = dry_run_errors(&[
+        ("transformations/raw.sql", RAW),
+        (
+            "transformations/errors.sql",
+            "CREATE STREAMING TABLE errors\nAS SELECT * FROM STREAM(raw_event) WHERE level = 'ERROR';\n",
+        ),
+    ]);
+    assert_eq!(
+        err,
+        "error: flow `errors` (transformations/errors.sql:1:1): reads `raw_event`, which is not declared
+  help: did you mean `raw_events`? or declare it with CREATE STREAMING TABLE / CREATE MATERIALIZED VIEW / CREATE TEMPORARY VIEW, or under `tables:` in the spec
+1 error; nothing was read or written.
+"
+    );
+}
+
+#[test]
+fn a_cycle_between_sql_datasets_is_an_error() {
+    let err = dry_run_errors(&[(
+        "transformations/cycle.sql",
+        "CREATE STREAMING TABLE a AS SELECT * FROM STREAM(b);\nCREATE STREAMING TABLE b AS SELECT * FROM STREAM(a);\n",
+    )]);
+    assert_eq!(
+        err,
+        "error: flow `b` (transformations/cycle.sql:2:1): datasets depend on each other in a cycle: `a` → (flow `b`) → `b` → (flow `a`) → `a`
+  help: a flow cannot read, directly or through other flows, the dataset it writes; read a source or an upstream dataset instead
+1 error; nothing was read or written.
+"
+    );
+}
+
+#[test]
+fn an_update_flow_into_a_delta_table_is_refused() {
+    let err = dry_run_errors(&[
+        ("transformations/raw.sql", RAW),
+        (
+            "transformations/counts.sql",
+            "CREATE STREAMING TABLE counts;\nSET pipelines.outputMode = update;\nCREATE FLOW count_levels AS INSERT INTO counts BY NAME\nSELECT level, count(*) AS n FROM STREAM(raw_events) GROUP BY level;\n",
+        ),
+    ]);
+    assert_eq!(
+        err,
+        "error: flow `count_levels` (transformations/counts.sql:3:1): update flows can only target sinks; `counts` is a Delta streaming table (accepts append, complete)
+  help: write into a sink declared under `sinks:` in the spec, or remove `SET pipelines.outputMode = update`
+1 error; nothing was read or written.
+"
+    );
+}
+
+#[test]
+fn a_python_library_file_is_refused_by_name() {
+    let err = dry_run_errors(&[
+        ("transformations/raw.sql", RAW),
+        (
+            "transformations/x.py",
+            "from pyspark import pipelines as dp\n",
+        ),
+    ]);
+    assert_eq!(
+        err,
+        "error: pipeline.yml:4: `transformations/x.py`: Python library files are not supported; port it to SQL or Rust\n1 error; nothing was read or written.\n"
+    );
+}
+
+/// The SQL project of `tests/sql_pipeline/` (its `transformations/` as Spark
+/// ran them, and our `raw_events` over `read_files`), in a temporary
+/// directory with a spec like the one Spark ran.
+fn fixture_project() -> (tempfile::TempDir, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql_pipeline");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    // Files are read oldest first (then by name), as in Spark: the copies
+    // get modification times in name order, a second apart, as Spark's had.
+    let start = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for sub in ["transformations", "ours", "data/events"] {
+        let to = dir.join(sub);
+        std::fs::create_dir_all(&to).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(src.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        for (i, name) in names.iter().enumerate() {
+            std::fs::copy(src.join(sub).join(name), to.join(name)).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(to.join(name))
+                .unwrap()
+                .set_modified(start + std::time::Duration::from_secs(i as u64))
+                .unwrap();
+        }
+    }
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: sql_fixture\nstorage: ./storage\nconfiguration:\n  spark.sql.session.timeZone: UTC\n  spark.sql.shuffle.partitions: \"2\"\nlibraries:\n  - glob:\n      include: transformations/**\n  - glob:\n      include: ours/**\n",
+    )
+    .unwrap();
+    (tmp, dir)
+}
+
+/// A table's rows as the fixtures write them: one JSON object a line, keys
+/// in column order, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` (UTC); sorted.
+fn table_lines(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMicrosecondType};
+    let mut lines = Vec::new();
+    for b in batches {
+        for row in 0..b.num_rows() {
+            let mut parts = Vec::new();
+            for (i, field) in b.schema().fields().iter().enumerate() {
+                let col = b.column(i);
+                let value = if col.is_null(row) {
+                    "null".to_string()
+                } else {
+                    match field.data_type() {
+                        DataType::Int64 => col.as_primitive::<Int64Type>().value(row).to_string(),
+                        DataType::Utf8 => {
+                            serde_json::to_string(col.as_string::<i32>().value(row)).unwrap()
+                        }
+                        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                            let us = col.as_primitive::<TimestampMicrosecondType>().value(row);
+                            let t = chrono::DateTime::from_timestamp_micros(us)
+                                .unwrap()
+                                .naive_utc();
+                            let text = if us % 1_000_000 == 0 {
+                                t.format("%Y-%m-%d %H:%M:%S").to_string()
+                            } else {
+                                t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+                            };
+                            serde_json::to_string(&text).unwrap()
+                        }
+                        other => panic!("column `{}`: no rendering for {other}", field.name()),
+                    }
+                };
+                parts.push(format!(
+                    "{}:{value}",
+                    serde_json::to_string(field.name()).unwrap()
+                ));
+            }
+            lines.push(format!("{{{}}}", parts.join(",")));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+#[test]
+fn the_sql_project_gives_the_tables_spark_gives() {
+    let (_tmp, dir) = fixture_project();
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let expected_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql_pipeline/expected");
+    for table in [
+        "raw_events",
+        "errors",
+        "errors_by_service",
+        "api_events",
+        "counts_10m",
+        "big_values",
+    ] {
+        let batches = dp::delta::read_table(&dir.join("storage/tables").join(table))
+            .unwrap()
+            .unwrap_or_else(|| panic!("table `{table}` was not written"));
+        let mut expected: Vec<String> =
+            std::fs::read_to_string(expected_dir.join(format!("{table}.jsonl")))
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect();
+        expected.sort();
+        assert_eq!(table_lines(&batches), expected, "table `{table}`\n{out}");
+    }
+}
