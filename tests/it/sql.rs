@@ -279,3 +279,206 @@ fn the_sql_project_gives_the_tables_spark_gives() {
         assert_eq!(table_lines(&batches), expected, "table `{table}`\n{out}");
     }
 }
+
+#[test]
+fn init_sql_writes_a_project_the_binary_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("clicks");
+    let (code, out, err) = cli(
+        dp::Pipeline::new(),
+        tmp.path(),
+        &[
+            "init",
+            "--name",
+            "clicks",
+            "--sql",
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with("Next: cd clicks && pipelines dry-run\n"),
+        "{out}"
+    );
+    for f in [
+        "pipeline.yml",
+        "transformations/events.sql",
+        "data/events/part-0000.json",
+        ".gitignore",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    assert!(!dir.join("Cargo.toml").exists());
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let events = include_str!("../../crates/core/src/init/events.json");
+    let clicks = events.lines().filter(|l| l.contains("\"click\"")).count();
+    let all = events.lines().count();
+    assert!(
+        out.contains(&format!(
+            "  clicks                   1 batch, {all} rows in, {clicks} rows out\n"
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn sql_and_rust_datasets_share_one_graph() {
+    // Rust declares the raw table and reads the SQL table; SQL reads the Rust one.
+    let (_tmp, dir) = project(&[(
+        "transformations/errors.sql",
+        "CREATE STREAMING TABLE errors AS\nSELECT level, n * 10 AS n10 FROM STREAM(raw_events) WHERE level = 'ERROR';\n",
+    )]);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("data/part-0.json"),
+        "{\"ts\":\"2026-11-01T10:00:00Z\",\"level\":\"ERROR\",\"n\":1}\n{\"ts\":\"2026-11-01T10:00:01Z\",\"level\":\"INFO\",\"n\":2}\n{\"ts\":\"2026-11-01T10:00:02Z\",\"level\":\"ERROR\",\"n\":3}\n",
+    )
+    .unwrap();
+    let pipeline = dp::Pipeline::new()
+        .table("raw_events", |s: &dp::Session| {
+            s.read_stream()
+                .format("json")
+                .schema("ts TIMESTAMP, level STRING, n BIGINT")
+                .load("data")
+        })
+        .create_sink(
+            "sql_rust_errors",
+            "memory",
+            [("queryName", "sql_rust_errors")],
+        )
+        .append_flow("to_memory", "sql_rust_errors", |s: &dp::Session| {
+            s.read_stream_table("errors")?.select_expr(["n10"])
+        });
+    let (code, out, err) = cli(pipeline, &dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let rows: Vec<i64> = dp::engine::sinks::memory_table("sql_rust_errors")
+        .unwrap()
+        .rows()
+        .iter()
+        .flat_map(|b| {
+            use arrow::array::AsArray;
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(rows, [10, 30]);
+}
+
+/// Runs a project and returns each named table's rows, rendered and sorted.
+fn run_tables(dir: &Path, tables: &[&str]) -> Vec<Vec<String>> {
+    let (code, out, err) = cli(dp::Pipeline::new(), dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    tables
+        .iter()
+        .map(|t| {
+            let batches = dp::delta::read_table(&dir.join("storage/tables").join(t))
+                .unwrap()
+                .unwrap_or_else(|| panic!("table `{t}` was not written"));
+            table_lines(&batches)
+        })
+        .collect()
+}
+
+#[test]
+fn batch_queries_join_union_group_and_sort_like_spark_sql() {
+    let (_tmp, dir) = project(&[
+        (
+            "transformations/raw.sql",
+            "CREATE MATERIALIZED VIEW events AS SELECT * FROM read_files('data/events', format => 'json', schema => 'user_id STRING, level STRING, n BIGINT');\n\
+             CREATE MATERIALIZED VIEW users AS SELECT * FROM read_files('data/users', format => 'json', schema => 'id STRING, country STRING');\n",
+        ),
+        (
+            "transformations/queries.sql",
+            "-- A join ON, qualified names\n\
+             CREATE MATERIALIZED VIEW joined AS\n\
+             SELECT e.user_id, u.country, e.n FROM events AS e JOIN users u ON e.user_id = u.id WHERE e.n > 1;\n\
+             -- LEFT JOIN USING after a subquery renames the key\n\
+             CREATE MATERIALIZED VIEW left_joined AS\n\
+             SELECT * FROM events LEFT JOIN (SELECT id AS user_id, country FROM users) USING (user_id);\n\
+             -- UNION (distinct) and UNION ALL\n\
+             CREATE MATERIALIZED VIEW ids AS SELECT user_id FROM events UNION SELECT id AS user_id FROM users;\n\
+             CREATE MATERIALIZED VIEW ids_all AS SELECT user_id FROM events UNION ALL SELECT id FROM users;\n\
+             -- GROUP BY with expressions over aggregates, HAVING, ORDER BY, LIMIT, a CTE\n\
+             CREATE MATERIALIZED VIEW levels AS\n\
+             WITH e AS (SELECT * FROM events WHERE user_id <> 'u9')\n\
+             SELECT lower(level) AS level, count(*) AS rows, sum(n) * 10 AS n10 FROM e\n\
+             GROUP BY lower(level) HAVING count(*) > 1 ORDER BY n10 DESC LIMIT 2;\n\
+             -- DISTINCT, and an unaliased aggregate named by its text\n\
+             CREATE MATERIALIZED VIEW distinct_levels AS SELECT DISTINCT level FROM events;\n\
+             CREATE MATERIALIZED VIEW total AS SELECT max(n) FROM events;\n",
+        ),
+        (
+            "data/events/part-0.json",
+            "{\"user_id\":\"u1\",\"level\":\"ERROR\",\"n\":1}\n{\"user_id\":\"u1\",\"level\":\"INFO\",\"n\":2}\n{\"user_id\":\"u2\",\"level\":\"ERROR\",\"n\":3}\n{\"user_id\":\"u3\",\"level\":\"WARN\",\"n\":4}\n{\"user_id\":\"u9\",\"level\":\"WARN\",\"n\":5}\n{\"user_id\":\"u2\",\"level\":\"info\",\"n\":6}\n",
+        ),
+        (
+            "data/users/part-0.json",
+            "{\"id\":\"u1\",\"country\":\"FR\"}\n{\"id\":\"u2\",\"country\":\"DE\"}\n{\"id\":\"u4\",\"country\":\"IT\"}\n",
+        ),
+    ]);
+    let got = run_tables(
+        &dir,
+        &[
+            "joined",
+            "left_joined",
+            "ids",
+            "ids_all",
+            "levels",
+            "distinct_levels",
+            "total",
+        ],
+    );
+    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got[0],
+        lines(&[
+            r#"{"user_id":"u1","country":"FR","n":2}"#,
+            r#"{"user_id":"u2","country":"DE","n":3}"#,
+            r#"{"user_id":"u2","country":"DE","n":6}"#,
+        ])
+    );
+    assert_eq!(
+        got[1],
+        lines(&[
+            r#"{"user_id":"u1","level":"ERROR","n":1,"country":"FR"}"#,
+            r#"{"user_id":"u1","level":"INFO","n":2,"country":"FR"}"#,
+            r#"{"user_id":"u2","level":"ERROR","n":3,"country":"DE"}"#,
+            r#"{"user_id":"u2","level":"info","n":6,"country":"DE"}"#,
+            r#"{"user_id":"u3","level":"WARN","n":4,"country":null}"#,
+            r#"{"user_id":"u9","level":"WARN","n":5,"country":null}"#,
+        ])
+    );
+    assert_eq!(
+        got[2],
+        lines(&[
+            r#"{"user_id":"u1"}"#,
+            r#"{"user_id":"u2"}"#,
+            r#"{"user_id":"u3"}"#,
+            r#"{"user_id":"u4"}"#,
+            r#"{"user_id":"u9"}"#,
+        ])
+    );
+    assert_eq!(got[3].len(), 9);
+    // info: u1 2 + u2 6 → 2 rows, 80; error: 1 + 3 → 2 rows, 40; warn has one row once u9 is left out.
+    assert_eq!(
+        got[4],
+        lines(&[
+            r#"{"level":"error","rows":2,"n10":40}"#,
+            r#"{"level":"info","rows":2,"n10":80}"#,
+        ])
+    );
+    assert_eq!(
+        got[5],
+        lines(&[
+            r#"{"level":"ERROR"}"#,
+            r#"{"level":"INFO"}"#,
+            r#"{"level":"WARN"}"#,
+            r#"{"level":"info"}"#,
+        ])
+    );
+    assert_eq!(got[6], lines(&[r#"{"max(n)":6}"#]));
+}

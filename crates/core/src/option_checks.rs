@@ -141,8 +141,10 @@ fn check_flow(
         .filter_map(|spec| Some((spec, spec.format.connector()?)))
         .collect();
     source_sets.extend(reads.iter().map(|(_, c)| c.options()));
+    // Options written in code on each source.
+    let mut code_unknown = false;
     plan.walk(&mut |node| {
-        if let PlanNode::DatasetRead { name, .. } = node {
+        if let PlanNode::DatasetRead { name, options, .. } = node {
             let format = datasets
                 .get(name)
                 .filter(|d| d.dataset_type() != DatasetType::Sink)
@@ -153,12 +155,25 @@ fn check_flow(
                 });
             if let Some(c) = format.as_deref().and_then(connector::source) {
                 source_sets.push(c.options());
+                // Options of the read itself (`WITH (...)`, `.option(..).table(..)`).
+                for u in c.options().unknown(options.keys().map(String::as_str)) {
+                    code_unknown = true;
+                    let names: Vec<&str> = c.options().names().collect();
+                    diags.push(
+                        Diagnostic::new(format!(
+                            "`{}` is not an option of a read of dataset `{name}` ({})",
+                            u.key,
+                            format.as_deref().unwrap_or_default()
+                        ))
+                        .subject(f.subject())
+                        .origin(f.origin.clone())
+                        .help(unknown_help(u.key, &names, "options")),
+                    );
+                }
             }
         }
     });
 
-    // Options written in code on each source.
-    let mut code_unknown = false;
     for (spec, c) in &reads {
         for u in c.options().unknown(spec.options.keys().map(String::as_str)) {
             code_unknown = true;

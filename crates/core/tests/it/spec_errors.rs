@@ -19,13 +19,13 @@ fn unknown_top_level_field_suggests_the_closest() {
     assert_eq!(
         err("name: p\nstorage: s\nsinkz:\n  out: { format: kafka }\n"),
         "pipeline.yml:3: unknown field `sinkz`, expected one of `name`, `storage`, \
-         `configuration`, `tables`, `sinks`, `flows`, `libraries`\n  help: did you mean `sinks`?"
+         `configuration`, `tables`, `sinks`, `flows`, `libraries`, `catalog`, `database`, `schema`\n  help: did you mean `sinks`?"
     );
     // No suggestion when nothing is close.
     assert_eq!(
         err("name: p\nstorage: s\nwhatever: 1\n"),
         "pipeline.yml:3: unknown field `whatever`, expected one of `name`, `storage`, \
-         `configuration`, `tables`, `sinks`, `flows`, `libraries`"
+         `configuration`, `tables`, `sinks`, `flows`, `libraries`, `catalog`, `database`, `schema`"
     );
 }
 
@@ -265,18 +265,27 @@ fn real_time_interval_below_five_seconds() {
 }
 
 #[test]
-fn non_empty_libraries_are_not_supported_yet() {
-    let e = spec::parse_str(
-        &format!("{HEAD}libraries:\n  - glob:\n      include: transformations/**\n"),
+fn libraries_take_spark_s_two_glob_forms() {
+    let spec = spec::parse_str(
+        &format!("{HEAD}catalog: main\nschema: sales\nlibraries:\n  - glob:\n      include: transformations/**\n  - glob:\n      include: extra/one.sql\n"),
         Path::new("pipeline.yml"),
     )
-    .unwrap_err();
-    assert_eq!(e.kind, SpecErrorKind::Unsupported);
+    .unwrap();
+    assert_eq!(spec.libraries.len(), 2);
+    assert_eq!(spec.catalog.as_deref(), Some("main"));
+    assert_eq!(spec.database.as_deref(), Some("sales"));
+    // Other patterns are refused, as Spark refuses them.
     assert_eq!(
-        e.to_string(),
-        "pipeline.yml:4: `libraries` is not supported yet: declare flows in Rust with \
-         #[append_flow], #[table], ... (SQL and Python files come later)\n  \
-         help: remove the `libraries` entries"
+        err(&format!(
+            "{HEAD}libraries:\n  - glob:\n      include: transformations/**/*.sql\n"
+        )),
+        "pipeline.yml:5: library glob `transformations/**/*.sql` is not a file path or a \
+         `folder/**` pattern\n  help: write a file path (`transformations/flows.sql`) or a \
+         folder followed by `/**` (`transformations/**`), as Spark does"
+    );
+    assert_eq!(
+        err(&format!("{HEAD}database: a\nschema: b\n")),
+        "pipeline.yml:4: both `database` and `schema` are set\n  help: they are the same setting; keep one"
     );
 }
 
