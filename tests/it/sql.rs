@@ -482,3 +482,21 @@ fn batch_queries_join_union_group_and_sort_like_spark_sql() {
     );
     assert_eq!(got[6], lines(&[r#"{"max(n)":6}"#]));
 }
+
+#[test]
+fn spark_s_watermark_rule_applies_to_sql_flows_with_a_sql_fix() {
+    let err = dry_run_errors(&[
+        ("transformations/raw.sql", RAW),
+        (
+            "transformations/counts.sql",
+            "CREATE STREAMING TABLE counts AS\nSELECT level, count(*) AS n FROM STREAM(raw_events) GROUP BY level;\n",
+        ),
+    ]);
+    assert_eq!(
+        err,
+        "error: flow `counts` (transformations/counts.sql:1:1): append output mode needs a watermark on the aggregation's event-time key, and `group_by(level)` has none
+  help: add `WATERMARK ts DELAY OF INTERVAL 10 MINUTES` after the streaming read and group by `window(ts, …)`, or use update mode (`SET pipelines.outputMode = update;` before a CREATE FLOW into a sink) or complete mode (`SET pipelines.outputMode = complete;` before the statement)
+1 error; nothing was read or written.
+"
+    );
+}

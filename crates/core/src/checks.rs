@@ -117,6 +117,14 @@ impl Checker<'_> {
         self.problems.push((message.into(), help.into()));
     }
 
+    /// True for a flow declared in a library file (SQL): fixes are SQL.
+    fn in_sql(&self) -> bool {
+        self.flow
+            .origin
+            .as_ref()
+            .is_some_and(crate::error::Origin::is_library)
+    }
+
     /// "update mode (declare the flow with #[update_flow] into a sink)".
     fn use_mode(&self, wanted: OutputMode) -> String {
         let default = match self.flow.kind {
@@ -129,8 +137,16 @@ impl Checker<'_> {
         } else {
             format!(" without `{OUTPUT_MODE_CONF_KEY}`")
         };
+        let sql = self.in_sql();
         let how = match (wanted, self.flow.kind) {
             (m, _) if m == default => format!("remove `{OUTPUT_MODE_CONF_KEY}`"),
+            (OutputMode::Append, FlowKind::Update) if sql => {
+                format!("remove `SET {OUTPUT_MODE_CONF_KEY} = update`")
+            }
+            (OutputMode::Update, FlowKind::Append) if sql => format!(
+                "`SET {OUTPUT_MODE_CONF_KEY} = update;` before a CREATE FLOW into a sink{without}"
+            ),
+            (m, _) if sql => format!("`SET {OUTPUT_MODE_CONF_KEY} = {m};` before the statement"),
             (OutputMode::Append, FlowKind::Update) => {
                 format!("declare the flow with #[append_flow]{without}")
             }
@@ -328,9 +344,15 @@ impl Checker<'_> {
                             format!(
                                 "append output mode needs a watermark on the aggregation's event-time key, and `{desc}` has none"
                             ),
-                            format!(
-                                "add `.with_watermark(\"{ts}\", \"10 minutes\")` before group_by and group by `window({ts}, …)`"
-                            ),
+                            if self.in_sql() {
+                                format!(
+                                    "add `WATERMARK {ts} DELAY OF INTERVAL 10 MINUTES` after the streaming read and group by `window({ts}, …)`"
+                                )
+                            } else {
+                                format!(
+                                    "add `.with_watermark(\"{ts}\", \"10 minutes\")` before group_by and group by `window({ts}, …)`"
+                                )
+                            },
                         )
                     }
                 };
