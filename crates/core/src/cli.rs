@@ -311,11 +311,15 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
                     .join(", ")
             })
             .unwrap_or_default();
+        // A view is not stored: no format.
+        let kind = match d.def.dataset_type() {
+            crate::definition::DatasetType::TemporaryView => "temporary view".to_string(),
+            other => format!("{} ({format})", other.describe()),
+        };
         s.push_str(&format!(
-            "  {:<24} {} ({}){}\n",
+            "  {:<24} {}{}\n",
             d.def.name,
-            d.def.dataset_type().describe(),
-            format,
+            kind,
             if columns.is_empty() {
                 String::new()
             } else {
@@ -337,6 +341,22 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
             })
             .chain(f.plan.sources().iter().map(|src| src.describe()))
             .collect();
+        let is_view = graph.datasets.get(&f.def.target).is_some_and(|d| {
+            d.def.dataset_type() == crate::definition::DatasetType::TemporaryView
+        });
+        if is_view {
+            s.push_str(&format!(
+                "  {:<24} view query, run inside the flows that read `{}`  reads {}\n",
+                f.def.name,
+                f.def.target,
+                if reads.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    reads.join(", ")
+                },
+            ));
+            continue;
+        }
         s.push_str(&format!(
             "  {:<24} {} {} → {}  reads {}  trigger: {}\n",
             f.def.name,

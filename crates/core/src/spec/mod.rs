@@ -144,6 +144,45 @@ pub enum LibrarySpec {
     },
 }
 
+/// The local path of a `storage` value: a path as written, or the path of a
+/// `file:` URI (`file:///data/p`, `file:/data/p`, `file://localhost/data/p`,
+/// percent-escapes decoded), as Spark writes it. Another scheme is an error
+/// saying why.
+pub fn local_storage(storage: &str) -> Result<String, String> {
+    let Some((scheme, rest)) = storage.split_once(':') else {
+        return Ok(storage.to_string());
+    };
+    // `C:` or a path with a colon but no scheme syntax.
+    let is_scheme = scheme.len() > 1
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && rest.starts_with('/');
+    if !is_scheme {
+        return Ok(storage.to_string());
+    }
+    if !scheme.eq_ignore_ascii_case("file") {
+        return Err(format!(
+            "`{scheme}://` storage is not supported yet: checkpoints and tables are kept on the local file system"
+        ));
+    }
+    let path = match rest.strip_prefix("//") {
+        Some(after) => match after.find('/') {
+            Some(0) => after.to_string(),
+            Some(i) if &after[..i] == "localhost" => after[i..].to_string(),
+            _ => {
+                return Err(format!(
+                    "`{storage}` names a host; a `file:` URI must be local (`file:///path`)"
+                ))
+            }
+        },
+        None => rest.to_string(),
+    };
+    String::from_utf8(crate::engine::uri::percent_decode(&path))
+        .map_err(|_| format!("`{storage}` is not valid UTF-8 once its %-escapes are decoded"))
+}
+
 /// Checks a `libraries` glob the way Spark does: a path without wildcards,
 /// or a folder without wildcards followed by `/**`. Returns why not.
 pub fn check_library_glob(include: &str) -> Result<(), &'static str> {
@@ -301,7 +340,8 @@ impl PipelineSpec {
     /// The storage directory, resolved against the spec file's directory when
     /// written as a relative path.
     pub fn storage_dir(&self) -> PathBuf {
-        let storage = Path::new(&self.storage);
+        let local = local_storage(&self.storage).unwrap_or_else(|_| self.storage.clone());
+        let storage = Path::new(&local);
         if storage.is_absolute() {
             return storage.to_path_buf();
         }

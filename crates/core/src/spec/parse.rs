@@ -610,6 +610,11 @@ pub(crate) fn parse_document(text: &str, file: &Path) -> R<PipelineSpec> {
                         .invalid(k.line, "`storage` must not be empty")
                         .with_help("write e.g. `storage: ./pipeline-storage`"));
                 }
+                if let Err(why) = super::local_storage(&s) {
+                    return Err(ctx.invalid(k.line, format!("`storage`: {why}")).with_help(
+                        "write a local path (`./pipeline-storage`, `/data/p`) or a `file:///` URI",
+                    ));
+                }
                 storage = Some(s);
             }
             "configuration" => spec.configuration = ctx.options(value, "configuration")?,

@@ -277,6 +277,43 @@ fn init_template_parses() {
 }
 
 #[test]
+fn storage_may_be_a_file_uri_as_spark_writes_it() {
+    for (storage, dir) in [
+        ("file:///data/my%20pipe", "/data/my pipe"),
+        ("file:/data/p", "/data/p"),
+        ("file://localhost/data/p", "/data/p"),
+        ("./p", "/proj/./p"),
+    ] {
+        let spec = spec::parse_str(
+            &format!("name: p\nstorage: {storage}\n"),
+            Path::new("/proj/pipeline.yml"),
+        )
+        .unwrap();
+        assert_eq!(spec.storage_dir(), PathBuf::from(dir), "{storage}");
+    }
+    for (storage, why) in [
+        (
+            "s3://bucket/p",
+            "`s3://` storage is not supported yet: checkpoints and tables are kept on the local file system",
+        ),
+        (
+            "file://host/p",
+            "`file://host/p` names a host; a `file:` URI must be local (`file:///path`)",
+        ),
+    ] {
+        let e = spec::parse_str(
+            &format!("name: p\nstorage: {storage}\n"),
+            Path::new("pipeline.yml"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("pipeline.yml:2: `storage`: {why}\n  help: write a local path (`./pipeline-storage`, `/data/p`) or a `file:///` URI")
+        );
+    }
+}
+
+#[test]
 fn storage_dir_is_relative_to_the_spec_file() {
     let spec = spec::parse_str(
         "name: p\nstorage: data\n",
