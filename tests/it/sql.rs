@@ -325,10 +325,11 @@ fn init_sql_writes_a_project_the_binary_runs() {
 
 #[test]
 fn sql_and_rust_datasets_share_one_graph() {
-    // Rust declares the raw table and reads the SQL table; SQL reads the Rust one.
+    // Rust declares the raw table and reads the SQL table; SQL reads the Rust
+    // one, naming it in another case (SQL names are case-insensitive).
     let (_tmp, dir) = project(&[(
         "transformations/errors.sql",
-        "CREATE STREAMING TABLE errors AS\nSELECT level, n * 10 AS n10 FROM STREAM(raw_events) WHERE level = 'ERROR';\n",
+        "CREATE STREAMING TABLE errors AS\nSELECT level, n * 10 AS n10 FROM STREAM(Raw_Events) WHERE level = 'ERROR';\n",
     )]);
     std::fs::create_dir_all(dir.join("data")).unwrap();
     std::fs::write(

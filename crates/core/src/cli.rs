@@ -341,9 +341,10 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
             })
             .chain(f.plan.sources().iter().map(|src| src.describe()))
             .collect();
-        let is_view = graph.datasets.get(&f.def.target).is_some_and(|d| {
-            d.def.dataset_type() == crate::definition::DatasetType::TemporaryView
-        });
+        let is_view = graph
+            .datasets
+            .get(&f.def.target)
+            .is_some_and(|d| d.def.dataset_type() == crate::definition::DatasetType::TemporaryView);
         if is_view {
             s.push_str(&format!(
                 "  {:<24} view query, run inside the flows that read `{}`  reads {}\n",

@@ -162,8 +162,10 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     b.check_formats();
     b.check_flow_settings();
     b.output_modes();
+    b.sql_names_ignoring_case();
     b.check_targets();
     b.build_plans();
+    b.sql_reads_ignoring_case();
     b.check_options();
     b.check_reads();
     b.dataflow_graph();
@@ -399,6 +401,43 @@ impl Build<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// SQL names datasets case-insensitively, as Spark does: a SQL flow's
+    /// target written in another case is the one dataset of that name.
+    fn sql_names_ignoring_case(&mut self) {
+        let Build {
+            datasets, flows, ..
+        } = self;
+        for f in flows.values_mut().filter(|f| in_sql(f)) {
+            if let Some(name) = only_case_match(&f.target, datasets) {
+                f.target = name;
+            }
+        }
+    }
+
+    /// A SQL flow's reads of a dataset written in another case read the one
+    /// dataset of that name.
+    fn sql_reads_ignoring_case(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            plans,
+            ..
+        } = self;
+        for (name, plan) in plans.iter_mut() {
+            if !flows.get(name).is_some_and(in_sql) {
+                continue;
+            }
+            *plan = plan.with_dataset_reads_replaced(&mut |ds, streaming, options| {
+                let exact = only_case_match(ds, datasets)?;
+                Some(DataFrame::from_node(crate::plan::PlanNode::DatasetRead {
+                    name: exact,
+                    streaming,
+                    options: options.clone(),
+                }))
+            });
         }
     }
 
@@ -804,10 +843,13 @@ impl Build<'_> {
             let Some(plan) = plans.get(name).cloned() else {
                 continue;
             };
-            let inlined = plan.with_dataset_reads_replaced(&mut |ds, _| match datasets.get(ds) {
-                Some(d) if d.dataset_type() == DatasetType::TemporaryView => views.get(ds).cloned(),
-                _ => None,
-            });
+            let inlined =
+                plan.with_dataset_reads_replaced(&mut |ds, _, _| match datasets.get(ds) {
+                    Some(d) if d.dataset_type() == DatasetType::TemporaryView => {
+                        views.get(ds).cloned()
+                    }
+                    _ => None,
+                });
             let target = &flows[name].target;
             if datasets
                 .get(target)
@@ -1418,4 +1460,17 @@ fn cycle_path(graph: &DiGraph<GraphNode, ()>, scc: &[NodeIndex]) -> Vec<NodeInde
 /// written in SQL.
 fn in_sql(f: &FlowDef) -> bool {
     f.origin.as_ref().is_some_and(Origin::is_library)
+}
+
+/// The one dataset whose name is `name` in another case, when `name` itself
+/// is not a dataset.
+fn only_case_match(name: &str, datasets: &BTreeMap<String, DatasetDef>) -> Option<String> {
+    if datasets.contains_key(name) {
+        return None;
+    }
+    let mut matches = datasets.keys().filter(|d| d.eq_ignore_ascii_case(name));
+    match (matches.next(), matches.next()) {
+        (Some(only), None) => Some(only.clone()),
+        _ => None,
+    }
 }

@@ -471,18 +471,20 @@ impl DataFrame {
 
     /// The plan with each dataset read that `replace` returns a plan for
     /// swapped for that plan (how temporary views are inlined into the
-    /// flows that read them). `replace` gets the dataset's name and whether
-    /// it is read as a stream.
+    /// flows that read them). `replace` gets the dataset's name, whether it
+    /// is read as a stream, and the read's options.
     pub fn with_dataset_reads_replaced(
         &self,
-        replace: &mut dyn FnMut(&str, bool) -> Option<DataFrame>,
+        replace: &mut dyn FnMut(&str, bool, &BTreeMap<String, String>) -> Option<DataFrame>,
     ) -> DataFrame {
         let mut node = self.node().clone();
         match &mut node {
             PlanNode::DatasetRead {
-                name, streaming, ..
+                name,
+                streaming,
+                options,
             } => {
-                return replace(name, *streaming).unwrap_or_else(|| self.clone());
+                return replace(name, *streaming, options).unwrap_or_else(|| self.clone());
             }
             PlanNode::Source(_) => return self.clone(),
             PlanNode::Select { input, .. }
