@@ -407,10 +407,12 @@ fn batch_queries_join_union_group_and_sort_like_spark_sql() {
              CREATE MATERIALIZED VIEW levels AS\n\
              WITH e AS (SELECT * FROM events WHERE user_id <> 'u9')\n\
              SELECT lower(level) AS level, count(*) AS rows, sum(n) * 10 AS n10 FROM e\n\
-             GROUP BY lower(level) HAVING count(*) > 1 ORDER BY n10 DESC LIMIT 2;\n\
+             GROUP BY lower(level) HAVING rows > 1 ORDER BY n10 DESC LIMIT 2;\n\
              -- DISTINCT, and an unaliased aggregate named by its text\n\
-             CREATE MATERIALIZED VIEW distinct_levels AS SELECT DISTINCT level FROM events;\n\
-             CREATE MATERIALIZED VIEW total AS SELECT max(n) FROM events;\n",
+             CREATE MATERIALIZED VIEW distinct_levels AS SELECT DISTINCT level FROM events WHERE level <> \"DEBUG\";\n\
+             CREATE MATERIALIZED VIEW total AS SELECT max(n) FROM events;\n\
+             -- `*` with more columns; a Spark string in double quotes\n\
+             CREATE MATERIALIZED VIEW starred AS SELECT *, n * 2 AS n2 FROM events WHERE user_id = \"u3\";\n",
         ),
         (
             "data/events/part-0.json",
@@ -431,6 +433,7 @@ fn batch_queries_join_union_group_and_sort_like_spark_sql() {
             "levels",
             "distinct_levels",
             "total",
+            "starred",
         ],
     );
     let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -482,6 +485,10 @@ fn batch_queries_join_union_group_and_sort_like_spark_sql() {
         ])
     );
     assert_eq!(got[6], lines(&[r#"{"max(n)":6}"#]));
+    assert_eq!(
+        got[7],
+        lines(&[r#"{"user_id":"u3","level":"WARN","n":4,"n2":8}"#])
+    );
 }
 
 #[test]

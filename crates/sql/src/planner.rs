@@ -47,7 +47,22 @@ pub(crate) fn plan(query: &Query, ast: &ast::Query, session: &Session) -> R<Data
         session,
         ctes: BTreeMap::new(),
     };
-    p.query(ast)
+    p.query(&spark_literals(ast))
+}
+
+/// The query with Spark's `"text"` string literals written `'text'`: the
+/// engine's SQL reads double quotes as identifiers.
+fn spark_literals(ast: &ast::Query) -> ast::Query {
+    let mut q = ast.clone();
+    let _ = ast::visit_expressions_mut(&mut q, |e| {
+        if let Expr::Value(v) = e {
+            if let ast::Value::DoubleQuotedString(s) = &v.value {
+                v.value = ast::Value::SingleQuotedString(s.clone());
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    q
 }
 
 struct Planner<'a> {
@@ -453,14 +468,7 @@ impl Planner<'_> {
                     }
                 }
             }
-            let having = s
-                .having
-                .as_ref()
-                .map(|h| {
-                    check_expr(h)?;
-                    Ok::<_, PlanError>(rw.rewrite(&requalify(h, &scope)))
-                })
-                .transpose()?;
+            let mut aliased: Vec<(String, Expr)> = Vec::new();
             for item in &s.projection {
                 let (expr, alias) = match item {
                     SelectItem::UnnamedExpr(e) => (e, None),
@@ -478,12 +486,39 @@ impl Planner<'_> {
                 let e = requalify(expr, &scope);
                 let rewritten = rw.rewrite(&e);
                 let name = match alias {
-                    Some(a) => quote(&a.value),
+                    Some(a) => {
+                        aliased.push((a.value.to_ascii_lowercase(), rewritten.clone()));
+                        quote(&a.value)
+                    }
                     None => implicit_alias(&e).unwrap_or_else(|| e.to_string()),
                 };
                 outputs.push((expr.to_string(), name.clone()));
                 items.push(format!("{rewritten} AS {name}"));
             }
+            // HAVING sees the select list's aliases too, as in Spark
+            // (`HAVING n > 1` for `count(*) AS n`), unless a grouping column
+            // has that name.
+            let having = s
+                .having
+                .as_ref()
+                .map(|h| {
+                    check_expr(h)?;
+                    let mut h = rw.rewrite(&requalify(h, &scope));
+                    let _ = ast::visit_expressions_mut(&mut h, |e| {
+                        if let Expr::Identifier(i) = e {
+                            let lower = i.value.to_ascii_lowercase();
+                            let is_key = key_texts.iter().any(|k| k.eq_ignore_ascii_case(&i.value));
+                            if let Some((_, x)) = aliased.iter().find(|(a, _)| *a == lower) {
+                                if !is_key {
+                                    *e = Expr::Nested(Box::new(x.clone()));
+                                }
+                            }
+                        }
+                        ControlFlow::<()>::Continue(())
+                    });
+                    Ok::<_, PlanError>(h)
+                })
+                .transpose()?;
             let aggregates: Vec<String> = rw
                 .aggregates
                 .iter()
