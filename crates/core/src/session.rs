@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{PlanError, Result};
+use crate::error::Result;
 use crate::plan::reader::DataStreamReader;
-use crate::plan::{DataFrame, PlanNode};
+use crate::plan::DataFrame;
 
 /// What a flow function receives: the pipeline configuration (merged with the
 /// flow's own `conf`), the name of the flow being built, and the readers.
@@ -75,27 +75,11 @@ impl Session {
     /// `spark.readStream.table(name)`). The dataset's schema is looked up
     /// when the plan is resolved.
     pub fn read_stream_table(&self, name: &str) -> Result<DataFrame> {
-        dataset_read(name, true)
+        crate::plan::reader::dataset_read(name, true)
     }
 
     /// Reads the full current contents of a dataset (Spark's `spark.read.table(name)`).
     pub fn read_table(&self, name: &str) -> Result<DataFrame> {
-        dataset_read(name, false)
+        crate::plan::reader::dataset_read(name, false)
     }
-}
-
-pub(crate) fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
-    let trimmed = name.trim();
-    if trimmed.is_empty() || trimmed.chars().any(|c| c.is_whitespace() || c == '`') {
-        return Err(PlanError::with_help(
-            format!("invalid dataset name `{name}`"),
-            "name a dataset of the pipeline, e.g. read_stream_table(\"logs\")",
-        )
-        .into());
-    }
-    Ok(DataFrame::from_node(PlanNode::DatasetRead {
-        name: trimmed.to_string(),
-        streaming,
-        options: Default::default(),
-    }))
 }

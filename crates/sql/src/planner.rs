@@ -166,7 +166,7 @@ fn aggregate_name(e: &Expr) -> Option<String> {
         ObjectNamePart::Identifier(i) => i.value.to_ascii_lowercase(),
         _ => return None,
     };
-    pipelines_core::plan::functions::is_aggregate_function(&name).then_some(name)
+    pipelines_core::plan::is_aggregate_function(&name).then_some(name)
 }
 
 fn has_window_function(e: &Expr) -> bool {

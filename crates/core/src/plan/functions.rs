@@ -598,13 +598,3 @@ impl ScalarUDFImpl for WindowUdf {
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }
-
-/// True when `name` (any case) is an aggregate function of SQL text, e.g.
-/// `count`, `sum`, `first`, `collect_list`, `approx_count_distinct`: what
-/// the SQL planner lifts into `group_by(...).agg(...)`.
-pub fn is_aggregate_function(name: &str) -> bool {
-    use datafusion::execution::FunctionRegistry;
-    crate::plan::sql::sql_context()
-        .udaf(&name.to_ascii_lowercase())
-        .is_ok()
-}

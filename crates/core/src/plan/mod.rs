@@ -66,6 +66,14 @@ pub mod timestamp;
 pub use reader::{DataStreamReader, IntoSchema, SourceFormat, SourceSpec};
 pub use resolve::{ResolvedNode, ResolvedPlan};
 
+/// True when `name` (any case) is an aggregate function of SQL text, e.g.
+/// `count`, `sum`, `first`, `collect_list`, `approx_count_distinct`: what
+/// the SQL planner lifts into `group_by(...).agg(...)`.
+pub fn is_aggregate_function(name: &str) -> bool {
+    use datafusion::execution::FunctionRegistry;
+    sql::sql_context().udaf(&name.to_ascii_lowercase()).is_ok()
+}
+
 /// Field metadata key marking an event-time column with a watermark (as
 /// Spark does); the value is the delay in milliseconds.
 pub const WATERMARK_METADATA_KEY: &str = "spark.watermarkDelayMs";

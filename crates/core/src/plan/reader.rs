@@ -251,7 +251,7 @@ impl DataStreamReader {
             )
             .into());
         }
-        let df = crate::session::dataset_read(name, self.streaming)?;
+        let df = dataset_read(name, self.streaming)?;
         let PlanNode::DatasetRead {
             name, streaming, ..
         } = df.node()
@@ -308,4 +308,21 @@ impl DataStreamReader {
             streaming: self.streaming,
         })))
     }
+}
+
+/// A read of dataset `name` of the pipeline, checked to be a plain name.
+pub(crate) fn dataset_read(name: &str, streaming: bool) -> Result<DataFrame> {
+    let trimmed = name.trim();
+    if trimmed.is_empty() || trimmed.chars().any(|c| c.is_whitespace() || c == '`') {
+        return Err(PlanError::with_help(
+            format!("invalid dataset name `{name}`"),
+            "name a dataset of the pipeline, e.g. read_stream_table(\"logs\")",
+        )
+        .into());
+    }
+    Ok(DataFrame::from_node(PlanNode::DatasetRead {
+        name: trimmed.to_string(),
+        streaming,
+        options: Default::default(),
+    }))
 }
