@@ -495,26 +495,10 @@ impl DataFrame {
                 return replace(name, *streaming, options).unwrap_or_else(|| self.clone());
             }
             PlanNode::Source(_) => return self.clone(),
-            PlanNode::Select { input, .. }
-            | PlanNode::Filter { input, .. }
-            | PlanNode::WithColumn { input, .. }
-            | PlanNode::WithColumnRenamed { input, .. }
-            | PlanNode::Drop { input, .. }
-            | PlanNode::WithWatermark { input, .. }
-            | PlanNode::Aggregate { input, .. }
-            | PlanNode::DropDuplicates { input, .. }
-            | PlanNode::OrderBy { input, .. }
-            | PlanNode::Limit { input, .. } => {
-                *input = input.with_dataset_reads_replaced(replace);
-            }
-            PlanNode::Union { inputs } => {
-                for i in inputs.iter_mut() {
-                    *i = i.with_dataset_reads_replaced(replace);
+            other => {
+                for child in other.children_mut() {
+                    *child = child.with_dataset_reads_replaced(replace);
                 }
-            }
-            PlanNode::Join { left, right, .. } => {
-                *left = left.with_dataset_reads_replaced(replace);
-                *right = right.with_dataset_reads_replaced(replace);
             }
         }
         DataFrame::from_node(node)
@@ -787,6 +771,25 @@ impl DataFrame {
 }
 
 impl PlanNode {
+    /// The inputs of this operation, to replace them.
+    fn children_mut(&mut self) -> Vec<&mut DataFrame> {
+        match self {
+            PlanNode::Source(_) | PlanNode::DatasetRead { .. } => vec![],
+            PlanNode::Select { input, .. }
+            | PlanNode::Filter { input, .. }
+            | PlanNode::WithColumn { input, .. }
+            | PlanNode::WithColumnRenamed { input, .. }
+            | PlanNode::Drop { input, .. }
+            | PlanNode::WithWatermark { input, .. }
+            | PlanNode::Aggregate { input, .. }
+            | PlanNode::DropDuplicates { input, .. }
+            | PlanNode::OrderBy { input, .. }
+            | PlanNode::Limit { input, .. } => vec![input],
+            PlanNode::Union { inputs } => inputs.iter_mut().collect(),
+            PlanNode::Join { left, right, .. } => vec![left, right],
+        }
+    }
+
     /// The inputs of this operation.
     pub fn children(&self) -> Vec<&DataFrame> {
         match self {
