@@ -508,3 +508,42 @@ fn spark_s_watermark_rule_applies_to_sql_flows_with_a_sql_fix() {
 "
     );
 }
+
+#[test]
+fn library_entries_name_files_and_folders_as_spark_does() {
+    // A file entry and a folder entry; a README in the folder is refused by name.
+    let (_tmp, dir) = project(&[
+        ("transformations/raw.sql", RAW),
+        ("transformations/README.md", "notes\n"),
+        ("extra/errors.sql", "CREATE STREAMING TABLE errors AS SELECT * FROM STREAM(raw_events) WHERE level = 'ERROR';\n"),
+    ]);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: sql_test\nstorage: ./storage\nlibraries:\n  - glob:\n      include: transformations/**\n  - glob:\n      include: extra/errors.sql\n  - glob:\n      include: missing/**\n",
+    )
+    .unwrap();
+    let (code, _, err) = cli(dp::Pipeline::new(), &dir, &["dry-run"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: pipeline.yml:8: library folder `missing` does not exist
+  help: point the entry at a file or a folder below the spec's directory, e.g. `transformations/**`
+error: pipeline.yml:4: `transformations/README.md` is not a library file: only .sql files are read
+  help: move it out of the library folder, or list the library files one by one
+2 errors; nothing was read or written.
+"
+    );
+    std::fs::remove_file(dir.join("transformations/README.md")).unwrap();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: sql_test\nstorage: ./storage\nlibraries:\n  - glob:\n      include: transformations/**\n  - glob:\n      include: extra/errors.sql\n",
+    )
+    .unwrap();
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Pipeline `sql_test` (pipeline.yml) is valid: 2 datasets, 2 flows."),
+        "{out}"
+    );
+}
