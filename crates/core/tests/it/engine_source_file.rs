@@ -933,3 +933,92 @@ fn integers_of_19_and_more_digits_are_read_exactly_or_are_bad_records() {
     );
     assert_eq!(r.malformed_dropped, 1);
 }
+
+/// Damaged copies of one valid Parquet file, read through the file source:
+/// each read returns rows or a typed error;
+/// none panics (a panic fails the test). Deterministic: a fixed seed.
+/// `PIPELINES_FUZZ_CASES` runs more cases than the default 200.
+#[test]
+fn damaged_parquet_files_are_errors_or_rows_never_a_crash() {
+    let cases: usize = std::env::var("PIPELINES_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let e = env();
+    let valid_path = e.base.join("valid.parquet");
+    write_parquet(&valid_path, &file_batch(&(0..40).collect::<Vec<_>>()));
+    let valid = fs::read(&valid_path).unwrap();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut read, mut errors) = (0usize, 0usize);
+    for case in 0..cases {
+        let mut bytes = valid.clone();
+        let len = bytes.len();
+        match case % 5 {
+            // Bytes flipped in the footer (the last 300 bytes).
+            0 => {
+                for _ in 0..1 + next() % 4 {
+                    let i = len - 1 - (next() as usize % 300.min(len));
+                    bytes[i] ^= 1 << (next() % 8);
+                }
+            }
+            // Bytes flipped anywhere (page headers, data).
+            1 => {
+                for _ in 0..1 + next() % 8 {
+                    let i = next() as usize % len;
+                    bytes[i] = next() as u8;
+                }
+            }
+            // Truncated.
+            2 => bytes.truncate(next() as usize % len),
+            // The footer length (the 4 bytes before the final `PAR1`) past the file.
+            3 => {
+                let n = (len as u32).wrapping_add(next() as u32 % 1000);
+                bytes[len - 8..len - 4].copy_from_slice(&n.to_le_bytes());
+            }
+            // Both ends kept, a run in the middle zeroed.
+            _ => {
+                let start = 4 + next() as usize % (len - 12);
+                let end = (start + 1 + next() as usize % 64).min(len - 8);
+                bytes[start..end].fill(0);
+            }
+        }
+        let dir = format!("data/fuzz{case}");
+        let path = e.base.join(&dir).join("p.parquet");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, &bytes).unwrap();
+        let s = spec("parquet", &dir, Some("a INT, b STRING, C STRING"), &[]);
+        let ctx = SourceContext {
+            state_dir: e.state.join(format!("fuzz{case}")),
+            ..e.ctx()
+        };
+        fs::create_dir_all(&ctx.state_dir).unwrap();
+        let outcome = open_source(&s, s.schema.clone().unwrap(), ctx).and_then(|mut src| match src
+            .latest_offset(
+            None,
+        )? {
+            Some(end) => src.read(None, &end).map(|r| r.num_rows()),
+            None => Ok(0),
+        });
+        match outcome {
+            Ok(_) => read += 1,
+            Err(err) => {
+                errors += 1;
+                let text = err.to_string();
+                assert!(
+                    text.contains("p.parquet"),
+                    "case {case}: the error names the file: {text}"
+                );
+            }
+        }
+    }
+    eprintln!(
+        "damaged parquet: {cases} files, {read} reads gave rows, {errors} gave errors, 0 panics"
+    );
+    assert_eq!(read + errors, cases);
+}
