@@ -15,6 +15,7 @@ mod engine_source_file;
 mod engine_source_streams;
 mod graph_checks;
 mod graph_validation;
+mod json_fuzz;
 mod plan_case;
 mod plan_ddl;
 mod plan_functions;
