@@ -52,18 +52,23 @@ fn ours(text: &[u8], mode: &str) -> pipelines_core::Result<Vec<RecordBatch>> {
 }
 
 fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    use arrow::array::Array;
+    use arrow::util::display::array_value_to_string;
     let mut out = Vec::new();
     for b in batches {
-        let b = b.project(&[0, 1, 2, 3]).unwrap();
-        let text = arrow::util::pretty::pretty_format_batches(&[b])
-            .unwrap()
-            .to_string();
-        out.extend(
-            text.lines()
-                .skip(3)
-                .filter(|l| l.starts_with('|'))
-                .map(str::to_string),
-        );
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = (0..4)
+                .map(|c| {
+                    let col = b.column(c);
+                    if col.is_null(r) {
+                        "NULL".to_string()
+                    } else {
+                        format!("{:?}", array_value_to_string(col, r).unwrap())
+                    }
+                })
+                .collect();
+            out.push(cells.join("|"));
+        }
     }
     out
 }
