@@ -26,6 +26,7 @@ mod spec_env;
 mod spec_errors;
 mod spec_parse;
 mod spec_trigger;
+mod text_fuzz;
 mod timestamp_golden;
 mod timestamp_props;
 mod timestamp_reference;
