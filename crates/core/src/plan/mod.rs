@@ -74,6 +74,12 @@ pub fn is_aggregate_function(name: &str) -> bool {
     sql::sql_context().udaf(&name.to_ascii_lowercase()).is_ok()
 }
 
+/// What [`DataFrame::with_dataset_reads_replaced`] calls for each dataset
+/// read: the dataset's name, whether it is read as a stream, the read's
+/// options; the plan to put in its place, if any.
+pub type ReplaceRead<'a> =
+    dyn FnMut(&str, bool, &BTreeMap<String, String>) -> Option<DataFrame> + 'a;
+
 /// Field metadata key marking an event-time column with a watermark (as
 /// Spark does); the value is the delay in milliseconds.
 pub const WATERMARK_METADATA_KEY: &str = "spark.watermarkDelayMs";
@@ -481,10 +487,7 @@ impl DataFrame {
     /// swapped for that plan (how temporary views are inlined into the
     /// flows that read them). `replace` gets the dataset's name, whether it
     /// is read as a stream, and the read's options.
-    pub fn with_dataset_reads_replaced(
-        &self,
-        replace: &mut dyn FnMut(&str, bool, &BTreeMap<String, String>) -> Option<DataFrame>,
-    ) -> DataFrame {
+    pub fn with_dataset_reads_replaced(&self, replace: &mut ReplaceRead<'_>) -> DataFrame {
         let mut node = self.node().clone();
         match &mut node {
             PlanNode::DatasetRead {
