@@ -831,6 +831,18 @@ fn session_windows_merge_in_complete_mode() {
     });
 }
 
+#[test]
+fn session_windows_in_complete_mode_drop_late_rows() {
+    // Spark drops a session window's input rows whose `ts + gap` is at or
+    // behind the previous batch's watermark, in complete mode too.
+    check_case("session_complete_late", OutputMode::Complete, |s| {
+        events(s)?
+            .with_watermark("ts", "10 minutes")?
+            .group_by([session_window(col("ts"), "7 minutes"), col("user")])
+            .agg(["count(*) AS n", "max(value) AS max_value"])
+    });
+}
+
 /// Runs a case with a failure injected after batch 3's state and sink
 /// writes but before its commit, then runs it again: the second run reloads
 /// the state of batch 2 and replays batch 3. The foreach-batch sink is

@@ -177,6 +177,91 @@ USER_EVENTS = [
     ],
 ]
 
+# session_complete_late: session windows with a 7-minute gap and a 10-minute
+# watermark in complete mode. The newest event time advances 15 minutes per
+# file (max 10:14, 10:29, 10:44, 10:59, 11:14, 11:29), so batch N runs with
+# watermark max(N-1) - 10 and judges rows late against the previous batch's
+# watermark ("late wm"): a row is dropped when its session end ts + 7 minutes
+# is <= late wm. "n min late" is relative to the newest event of earlier files.
+SESSION_LATE_EVENTS = [
+    # batch 0: late wm 0, wm 0.  max 10:14
+    # sessions u1 [10:00,10:19]; u2 [10:01,10:08] [10:10,10:20]; u3 [10:02,10:13] [10:14,10:21]
+    [
+        ev("10:00:00", "u1", "api", "INFO", 1),
+        ev("10:01:00", "u2", "web", "INFO", 5),
+        ev("10:02:00", "u3", "db", "INFO", 2),
+        ev("10:04:00", "u1", "api", "ERROR", 3),
+        ev("10:06:00", "u3", "db", "WARN", 7),
+        ev("10:09:00", "u1", "web", "INFO", 2),
+        ev("10:13:00", "u2", "api", "ERROR", 4),
+        ev("10:12:00", "u1", "api", "INFO", 6),
+        ev("10:14:00", "u3", "web", "INFO", 1),
+        ev("10:10:00", "u2", "web", "INFO", 3),    # out of order in the file
+    ],
+    # batch 1: late wm 0, wm 10:04.  max 10:29
+    [
+        ev("10:17:00", "u1", "api", "INFO", 4),    # u1 [10:00,10:24]
+        ev("10:05:00", "u2", "db", "WARN", 9),     # 9 min late, kept: bridges u2 [10:01,10:08] and [10:10,10:20]
+        ev("10:18:00", "u3", "api", "INFO", 3),
+        ev("10:23:00", "u2", "web", "INFO", 2),    # new u2 session (10:23 > 10:20)
+        ev("10:21:00", "u3", "db", "ERROR", 4),    # u3 [10:14,10:28]
+        ev("10:08:00", "u1", "web", "ERROR", 8),   # 6 min late, kept: inside u1 [10:00,10:24], max 8
+        ev("10:27:00", "u1", "api", "INFO", 5),
+        ev("10:26:00", "u2", "api", "INFO", 1),
+        ev("10:29:00", "u3", "web", "INFO", 6),    # new u3 session (10:29 > 10:28)
+    ],
+    # batch 2: late wm 10:04, wm 10:19.  max 10:44
+    [
+        ev("09:57:00", "u1", "db", "ERROR", 9),    # 32 min late, end 10:04 == late wm: dropped (would extend u1 [10:00,10:24])
+        ev("10:31:00", "u1", "api", "INFO", 2),
+        ev("10:33:00", "u3", "web", "WARN", 5),
+        ev("10:12:00", "u2", "api", "ERROR", 11),  # 17 min late, end 10:19 > late wm: kept, u2 [10:01,10:20] max 11
+        ev("10:35:00", "u2", "db", "INFO", 3),
+        ev("10:24:00", "u3", "api", "INFO", 9),    # 5 min late, kept: bridges u3 [10:14,10:28] and [10:29,10:36]
+        ev("10:40:00", "u1", "web", "INFO", 7),
+        ev("10:41:00", "u2", "api", "INFO", 1),
+        ev("10:44:00", "u3", "db", "INFO", 2),
+    ],
+    # batch 3: late wm 10:19, wm 10:34.  max 10:59
+    [
+        ev("10:46:00", "u1", "api", "INFO", 3),
+        ev("10:10:00", "u3", "db", "ERROR", 12),   # 34 min late, end 10:17 <= late wm: dropped (would bridge u3 [10:02,10:13] and [10:14,10:40])
+        ev("10:48:00", "u3", "api", "INFO", 4),
+        ev("10:50:00", "u2", "web", "INFO", 2),
+        ev("10:30:00", "u2", "api", "WARN", 8),    # 14 min late, kept: bridges u2 [10:23,10:33] and [10:35,10:48]
+        ev("10:53:00", "u2", "db", "INFO", 6),
+        ev("10:55:00", "u1", "web", "ERROR", 1),
+        ev("10:05:00", "u1", "api", "ERROR", 10),  # 39 min late, end 10:12 <= late wm: dropped (inside u1 [10:00,10:24], max stays 8)
+        ev("10:58:00", "u1", "db", "INFO", 2),
+        ev("10:59:00", "u3", "web", "INFO", 3),
+    ],
+    # batch 4: late wm 10:34, wm 10:49.  max 11:14
+    [
+        ev("11:00:00", "u1", "api", "INFO", 4),
+        ev("10:20:00", "u2", "web", "ERROR", 7),   # 39 min late, end 10:27 <= late wm: dropped (would bridge u2 [10:01,10:20] and [10:23,10:48])
+        ev("11:03:00", "u2", "api", "INFO", 5),
+        ev("10:41:00", "u1", "db", "WARN", 9),     # 18 min late, end 10:48 > late wm: kept, u1 [10:40,10:53] max 9
+        ev("11:05:00", "u3", "api", "INFO", 2),
+        ev("10:49:00", "u2", "db", "INFO", 6),     # 10 min late, kept: extends u2 [10:50,11:00] to start 10:49
+        ev("11:10:00", "u1", "web", "INFO", 6),
+        ev("11:11:00", "u3", "db", "ERROR", 1),
+        ev("11:14:00", "u2", "web", "INFO", 3),
+    ],
+    # batch 5: late wm 10:49, wm 11:04.  max 11:29; then a no-data batch, wm 11:19
+    [
+        ev("11:18:00", "u1", "api", "INFO", 2),
+        ev("10:35:00", "u1", "web", "ERROR", 11),  # 39 min late, end 10:42 <= late wm: dropped (would bridge u1 [10:27,10:38] and [10:40,10:53])
+        ev("11:16:00", "u2", "db", "INFO", 4),
+        ev("11:20:00", "u3", "web", "INFO", 6),
+        ev("10:55:00", "u2", "api", "WARN", 7),    # 19 min late, kept: extends u2 [10:49,11:00] to end 11:02
+        ev("11:24:00", "u1", "db", "INFO", 1),
+        ev("10:45:00", "u3", "api", "ERROR", 10),  # 29 min late, end 10:52 > late wm: kept, u3 [10:44,10:55] max 10
+        ev("11:27:00", "u2", "web", "INFO", 7),
+        ev("11:29:00", "u3", "db", "INFO", 5),
+        ev("11:22:00", "u1", "api", "INFO", 3),
+    ],
+]
+
 IMP_SCHEMA = "imp_ts TIMESTAMP, imp_ad STRING"
 CLICK_SCHEMA = "click_ts TIMESTAMP, click_ad STRING"
 
@@ -289,6 +374,19 @@ CASES = [
         inputs={"input": EVENTS}, schema=EVENTS_SCHEMA, mode="complete", watermark=False,
         expr='events.groupBy(F.session_window("ts", "5 minutes"), "user").agg(F.count("*").alias("n"), F.sum("value").alias("total"))',
         observations=[],
+    ),
+    dict(
+        case="session_complete_late",
+        description="Count and max of value per user in session windows with a 7-minute gap and a 10-minute watermark, complete mode, with late rows.",
+        inputs={"input": SESSION_LATE_EVENTS}, schema=EVENTS_SCHEMA, mode="complete", watermark=True,
+        expr='events.withWatermark("ts", "10 minutes").groupBy(F.session_window("ts", "7 minutes"), "user").agg(F.count("*").alias("n"), F.max("value").alias("max_value"))',
+        observations=[
+            "Complete mode never runs the trailing no-data batch (nothing is evicted), so 6 files give 6 batches, and every session stays in the output to the end; numRowsRemoved counts only state keys replaced when a merge moves a session's start (bridges in batches 1-3, 10:49/u2 in batch 4).",
+            "Late rows are still dropped in complete mode: a row is dropped when ts + 7 minutes <= the previous batch's watermark (end == watermark counts as late). numRowsDroppedByWatermark 1, 2, 1, 1 in batches 2-5 are 09:57/u1 (end 10:04 == late wm 10:04), 10:10/u3 and 10:05/u1, 10:20/u2, 10:35/u1.",
+            "Dropped rows that would have bridged two sessions leave them apart: u3 [10:02,10:13] / [10:14,10:40] (10:10, batch 3), u2 [10:01,10:20] / [10:23,10:48] (10:20, batch 4), u1 [10:27,10:38] / [10:40,10:53] (10:35, batch 5). Late rows not that late merge normally: 10:05/u2, 10:24/u3 and 10:30/u2 bridge two sessions; 10:49/u2 moves a start earlier, 10:55/u2 an end later.",
+            "Rows behind the batch's own watermark but not late are kept: 10:41/u1 in batch 4 (end 10:48, watermark 10:49) and 10:45/u3 in batch 5 (joins u3 [10:44,10:55], max_value 10, although that session ends before the watermark 11:04).",
+            "numRowsUpdated equals numRowsTotal in every batch: all of a user's sessions are rewritten when the batch has rows for that user, and every user has rows in every file here.",
+        ],
     ),
     dict(
         case="running_count_update",

@@ -482,7 +482,7 @@ impl AggregateOp {
             Error::runtime(format!("flow `{}`: aggregation failed: {e}", self.flow))
         };
         let mut late_rows = Vec::new();
-        if ctx.capture_late_rows && ctx.output_mode != OutputMode::Complete {
+        if ctx.capture_late_rows && self.drops_late_rows(ctx.output_mode) {
             if let (Some(k), Some(wm)) = (self.event_key, ctx.watermark_for_late_ms) {
                 for b in &input {
                     let mask = self.late_input_rows(b, k, wm).map_err(|e| fail(&e))?;
@@ -564,8 +564,8 @@ impl AggregateOp {
 
         // 2. Keys behind the watermark for late rows are dropped.
         let mut dropped = 0u64;
-        let new = match (self.event_key, ctx.watermark_for_late_ms, ctx.output_mode) {
-            (Some(k), Some(wm), OutputMode::Append | OutputMode::Update) if new.num_rows() > 0 => {
+        let new = match (self.event_key, ctx.watermark_for_late_ms) {
+            (Some(k), Some(wm)) if new.num_rows() > 0 && self.drops_late_rows(ctx.output_mode) => {
                 let late = self.closed_mask(&new, k, wm).map_err(|e| fail(&e))?;
                 if late.true_count() > 0 {
                     let late_rows = filter_record_batch(&new, &late).map_err(|e| fail(&e))?;
@@ -1101,6 +1101,18 @@ impl AggregateOp {
             b = self.prepared_rows(b.columns().to_vec(), n)?;
         }
         Ok(b)
+    }
+
+    /// Whether rows behind the watermark are dropped in `mode`: in append
+    /// and update mode; in complete mode only for session windows, as Spark
+    /// filters a session window's input rows (`ts + gap` at or behind the
+    /// previous batch's watermark) whatever the mode, while a complete-mode
+    /// aggregation over other keys keeps every row.
+    fn drops_late_rows(&self, mode: OutputMode) -> bool {
+        match mode {
+            OutputMode::Append | OutputMode::Update => true,
+            OutputMode::Complete => self.session.is_some(),
+        }
     }
 
     /// True for the rows whose event-time key is at or behind `wm_ms`.
