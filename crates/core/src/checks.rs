@@ -43,11 +43,11 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use crate::definition::FlowDef;
 use crate::error::Diagnostic;
+use crate::fixes::Language;
 use crate::formats::{OutputMode, OUTPUT_MODE_CONF_KEY};
 use crate::plan::functions::{session_window_call, window_call};
 use crate::plan::resolve::expr_text;
 use crate::plan::{ColumnExpr, JoinType, PlanNode, ResolvedNode, ResolvedPlan};
-use crate::registry::FlowKind;
 
 /// Checks one flow's resolved query against its output mode; returns every
 /// problem, in plan order (inputs first), each naming the flow and its
@@ -117,45 +117,9 @@ impl Checker<'_> {
         self.problems.push((message.into(), help.into()));
     }
 
-    /// True for a flow declared in a library file (SQL): fixes are SQL.
-    fn in_sql(&self) -> bool {
-        self.flow
-            .origin
-            .as_ref()
-            .is_some_and(crate::error::Origin::is_library)
-    }
-
     /// "update mode (declare the flow with #[update_flow] into a sink)".
     fn use_mode(&self, wanted: OutputMode) -> String {
-        let default = match self.flow.kind {
-            FlowKind::Update => OutputMode::Update,
-            FlowKind::Append => OutputMode::Append,
-        };
-        // The mode is set explicitly when it is not the flow kind's default.
-        let without = if self.mode == default {
-            String::new()
-        } else {
-            format!(" without `{OUTPUT_MODE_CONF_KEY}`")
-        };
-        let sql = self.in_sql();
-        let how = match (wanted, self.flow.kind) {
-            (m, _) if m == default => format!("remove `{OUTPUT_MODE_CONF_KEY}`"),
-            (OutputMode::Append, FlowKind::Update) if sql => {
-                format!("remove `SET {OUTPUT_MODE_CONF_KEY} = update`")
-            }
-            (OutputMode::Update, FlowKind::Append) if sql => format!(
-                "`SET {OUTPUT_MODE_CONF_KEY} = update;` before a CREATE FLOW into a sink{without}"
-            ),
-            (m, _) if sql => format!("`SET {OUTPUT_MODE_CONF_KEY} = {m};` before the statement"),
-            (OutputMode::Append, FlowKind::Update) => {
-                format!("declare the flow with #[append_flow]{without}")
-            }
-            (OutputMode::Update, FlowKind::Append) => {
-                format!("declare the flow with #[update_flow] into a sink{without}")
-            }
-            (m, _) => format!("set `{OUTPUT_MODE_CONF_KEY}` to `{m}`"),
-        };
-        format!("{wanted} mode ({how})")
+        Language::of(self.flow).use_mode(self.flow.kind, self.mode, wanted)
     }
 
     /// Checks a node after its inputs and returns the facts about its output.
@@ -344,15 +308,7 @@ impl Checker<'_> {
                             format!(
                                 "append output mode needs a watermark on the aggregation's event-time key, and `{desc}` has none"
                             ),
-                            if self.in_sql() {
-                                format!(
-                                    "add `WATERMARK {ts} DELAY OF INTERVAL 10 MINUTES` after the streaming read and group by `window({ts}, …)`"
-                                )
-                            } else {
-                                format!(
-                                    "add `.with_watermark(\"{ts}\", \"10 minutes\")` before group_by and group by `window({ts}, …)`"
-                                )
-                            },
+                            Language::of(self.flow).add_watermark(&ts),
                         )
                     }
                 };

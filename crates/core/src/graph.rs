@@ -18,6 +18,7 @@ use crate::checks;
 use crate::conf::LATE_ROWS_TO;
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
+use crate::fixes::Language;
 use crate::formats::{describe_modes, did_you_mean, OutputMode, OUTPUT_MODE_CONF_KEY};
 use crate::plan::{Catalog, DataFrame, ResolvedPlan};
 use crate::real_time_checks;
@@ -410,7 +411,10 @@ impl Build<'_> {
         let Build {
             datasets, flows, ..
         } = self;
-        for f in flows.values_mut().filter(|f| in_sql(f)) {
+        for f in flows
+            .values_mut()
+            .filter(|f| Language::of(f) == Language::Sql)
+        {
             if let Some(name) = only_case_match(&f.target, datasets) {
                 f.target = name;
             }
@@ -427,7 +431,10 @@ impl Build<'_> {
             ..
         } = self;
         for (name, plan) in plans.iter_mut() {
-            if !flows.get(name).is_some_and(in_sql) {
+            if !flows
+                .get(name)
+                .is_some_and(|f| Language::of(f) == Language::Sql)
+            {
                 continue;
             }
             *plan = plan.with_dataset_reads_replaced(&mut |ds, streaming, options| {
@@ -455,12 +462,7 @@ impl Build<'_> {
         for f in flows.values() {
             match datasets.get(&f.target) {
                 None => {
-                    let mut help = if in_sql(f) {
-                        "declare it with CREATE STREAMING TABLE, or under `sinks:` in the spec"
-                    } else {
-                        "declare it under `tables:` or `sinks:` in the spec, with #[table], or with create_sink(...)"
-                    }
-                    .to_string();
+                    let mut help = Language::of(f).declare_target().to_string();
                     if let Some(s) = did_you_mean(&f.target, datasets.keys().map(String::as_str)) {
                         help = format!("did you mean `{s}`? or {help}");
                     }
@@ -497,11 +499,7 @@ impl Build<'_> {
                             ))
                             .subject(f.subject())
                             .origin(f.origin.clone())
-                            .help(if in_sql(f) {
-                                "write into a sink declared under `sinks:` in the spec, or remove `SET pipelines.outputMode = update`"
-                            } else {
-                                "point `target` at a sink declared under `sinks:` or with create_sink(...), or use #[append_flow]"
-                            }),
+                            .help(Language::of(f).update_flow_into_table()),
                         );
                     } else if let Some(&mode) = modes.get(&f.name) {
                         if let Some(d) = mode_not_accepted(f, d, mode) {
@@ -670,12 +668,7 @@ impl Build<'_> {
             for (ds, streaming) in &reads {
                 match datasets.get(ds) {
                     None => {
-                        let mut help = if in_sql(f) {
-                            "declare it with CREATE STREAMING TABLE / CREATE MATERIALIZED VIEW / CREATE TEMPORARY VIEW, or under `tables:` in the spec"
-                        } else {
-                            "declare it with #[table] / #[materialized_view] / #[temporary_view] or under `tables:` in the spec"
-                        }
-                        .to_string();
+                        let mut help = Language::of(f).declare_dataset().to_string();
                         if let Some(s) = did_you_mean(ds, datasets.keys().map(String::as_str)) {
                             help = format!("did you mean `{s}`? or {help}");
                         }
@@ -698,11 +691,7 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help(if in_sql(f) {
-                            format!("read it without STREAM(...), or make `{ds}` a streaming table")
-                        } else {
-                            format!("use read_table(\"{ds}\"), or make `{ds}` a streaming table")
-                        }),
+                        .help(Language::of(f).read_view_as_batch(ds)),
                     ),
                     Some(_) => {}
                 }
@@ -717,17 +706,7 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help(if in_sql(f) {
-                            format!(
-                                "read without STREAM(...), or declare `{}` with CREATE STREAMING TABLE",
-                                f.target
-                            )
-                        } else {
-                            format!(
-                                "read with read() / read_table(...), or declare `{}` as a streaming table with #[table]",
-                                f.target
-                            )
-                        }),
+                        .help(Language::of(f).batch_query_for(&f.target)),
                     ),
                     DatasetType::StreamingTable | DatasetType::Sink if !streaming && !f.once => diags.push(
                         Diagnostic::new(format!(
@@ -737,11 +716,7 @@ impl Build<'_> {
                         ))
                         .subject(f.subject())
                         .origin(f.origin.clone())
-                        .help(if in_sql(f) {
-                            "read its input as a stream: FROM STREAM(name), or STREAM read_files(...)"
-                        } else {
-                            "read with read_stream() / read_stream_table(...), or set `once = true` to run the batch query a single time"
-                        }),
+                        .help(Language::of(f).streaming_query()),
                     ),
                     _ => {}
                 }
@@ -1454,12 +1429,6 @@ fn cycle_path(graph: &DiGraph<GraphNode, ()>, scc: &[NodeIndex]) -> Vec<NodeInde
         }
     }
     vec![start]
-}
-
-/// True when the flow was declared in a library file (SQL): its fixes are
-/// written in SQL.
-fn in_sql(f: &FlowDef) -> bool {
-    f.origin.as_ref().is_some_and(Origin::is_library)
 }
 
 /// The one dataset whose name is `name` in another case, when `name` itself

@@ -5,7 +5,8 @@
 //! [`session`] (what a flow function receives), [`registry`] (macro
 //! declarations), [`definition`] (owned declarations), [`spec`] (the YAML
 //! spec), [`graph`] (the dataflow graph and its validation), [`checks`]
-//! (query-shape rules), [`formats`] (sink capabilities), [`library`] (the
+//! (query-shape rules), [`fixes`] (help texts in the flow's language, Rust or
+//! SQL), [`formats`] (sink capabilities), [`library`] (the
 //! spec's library files and their loaders), [`pipeline`] (the builder),
 //! [`cli`], [`render`] and [`init`].
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@ pub mod definition;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod fixes;
 pub mod formats;
 pub mod graph;
 pub mod init;
