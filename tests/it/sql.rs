@@ -257,6 +257,11 @@ fn the_sql_project_gives_the_tables_spark_gives() {
     let (_tmp, dir) = fixture_project();
     let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["run"]);
     assert_eq!(code, 0, "{out}\n{err}");
+    // A materialized view counts the rows it read.
+    assert!(
+        out.contains("  errors_by_service        1 batch, 51 rows in, 3 rows out\n"),
+        "{out}"
+    );
     let expected_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql_pipeline/expected");
     for table in [
         "raw_events",

@@ -1095,8 +1095,15 @@ impl StreamingQuery {
                 LeafInput::Static { .. } => statics.push(i),
             }
         }
+        // A batch query (no streaming leaf, e.g. a materialized view) counts
+        // the rows it reads; a stream-static join counts only the stream's,
+        // as Spark does.
+        let batch_query = sources.is_empty();
         for i in statics {
             inputs[i] = self.read_static(i)?;
+            if batch_query {
+                input_rows += inputs[i].iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            }
         }
         Ok((inputs, sources, input_rows))
     }
