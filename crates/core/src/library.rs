@@ -18,9 +18,6 @@ use crate::spec::{display_path, LibrarySpec, PipelineSpec};
 
 /// Reads library files of one language into declarations.
 pub trait LibraryLoader: Sync {
-    /// The language's name in messages, e.g. `SQL`.
-    fn language(&self) -> &'static str;
-
     /// The file extensions it reads, lower-case, without the dot.
     fn extensions(&self) -> &'static [&'static str];
 
@@ -42,8 +39,6 @@ pub struct LibraryFile<'a> {
     pub display: &'a str,
     /// Its contents.
     pub text: &'a str,
-    /// The pipeline configuration (`configuration:` of the spec).
-    pub configuration: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// What library files declare.
@@ -145,7 +140,6 @@ pub fn load_libraries(spec: &PipelineSpec) -> Result<LibraryDeclarations, Vec<Di
             path: &path,
             display: &display,
             text: &text,
-            configuration: &spec.configuration,
         };
         match loader.load(&file) {
             Ok(decls) => out.extend(decls),

@@ -20,10 +20,6 @@ use crate::SqlError;
 pub struct SqlLoader;
 
 impl LibraryLoader for SqlLoader {
-    fn language(&self) -> &'static str {
-        "SQL"
-    }
-
     fn extensions(&self) -> &'static [&'static str] {
         &["sql"]
     }
@@ -77,21 +73,14 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                 let Some(name) = one_part(&t.table.name, &at, &mut problems) else {
                     continue;
                 };
-                out.datasets.push(table_def(
-                    &name,
-                    DatasetType::StreamingTable,
-                    &t.table,
-                    at.clone(),
-                ));
+                let table = table_def(&name, DatasetType::StreamingTable, &t.table, at.clone());
                 match &t.source {
-                    None => {}
+                    None => out.datasets.push(table),
                     Some(StreamingTableSource::Query(q)) => {
-                        match flow(&name, &name, q, &conf, None, at, true) {
-                            Ok(f) => out.flows.push(f),
-                            Err(d) => problems.push(d),
-                        }
+                        defined(&mut out, &mut problems, table, q, &conf)
                     }
                     Some(StreamingTableSource::AutoCdc(_)) => {
+                        out.datasets.push(table);
                         problems.push(auto_cdc_unsupported(&name, at))
                     }
                 }
@@ -100,24 +89,8 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                 let Some(name) = one_part(&mv.table.name, &at, &mut problems) else {
                     continue;
                 };
-                out.datasets.push(table_def(
-                    &name,
-                    DatasetType::MaterializedView,
-                    &mv.table,
-                    at.clone(),
-                ));
-                match flow(
-                    &name,
-                    &name,
-                    &mv.query,
-                    &conf,
-                    mv.table.comment.clone(),
-                    at,
-                    true,
-                ) {
-                    Ok(f) => out.flows.push(f),
-                    Err(d) => problems.push(d),
-                }
+                let view = table_def(&name, DatasetType::MaterializedView, &mv.table, at);
+                defined(&mut out, &mut problems, view, &mv.query, &conf);
             }
             Statement::View(v) => {
                 let Some(name) = one_part(&v.name, &at, &mut problems) else {
@@ -133,17 +106,14 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                     );
                     continue;
                 }
-                out.datasets.push(DatasetDef {
-                    name: name.clone(),
+                let view = DatasetDef {
+                    name,
                     kind: Some(DatasetType::TemporaryView),
                     comment: v.comment.clone(),
-                    origin: at.clone(),
+                    origin: at,
                     ..DatasetDef::default()
-                });
-                match flow(&name, &name, &v.query, &conf, v.comment.clone(), at, true) {
-                    Ok(f) => out.flows.push(f),
-                    Err(d) => problems.push(d),
-                }
+                };
+                defined(&mut out, &mut problems, view, &v.query, &conf);
             }
             Statement::Flow(f) => {
                 let Some(target) = one_part(&f.target, &at, &mut problems) else {
@@ -151,18 +121,8 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                 };
                 match &f.kind {
                     FlowKind_::InsertInto(q) => {
-                        match flow(
-                            &f.name.value,
-                            &target,
-                            q,
-                            &conf,
-                            f.comment.clone(),
-                            at,
-                            false,
-                        ) {
-                            Ok(fl) => out.flows.push(fl),
-                            Err(d) => problems.push(d),
-                        }
+                        let fl = flow(&f.name.value, &target, q, &conf, f.comment.clone(), at);
+                        push_flow(&mut out, &mut problems, fl);
                     }
                     FlowKind_::AutoCdc(_) => problems.push(auto_cdc_unsupported(&target, at)),
                 }
@@ -177,6 +137,42 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
 }
 
 use crate::statement::FlowKind as FlowKind_;
+
+/// A dataset and the flow of its own query (named like it, as Spark names
+/// the flow of `CREATE ... AS query`).
+fn defined(
+    out: &mut LibraryDeclarations,
+    problems: &mut Vec<Diagnostic>,
+    dataset: DatasetDef,
+    query: &Query,
+    conf: &BTreeMap<String, String>,
+) {
+    let f = flow(
+        &dataset.name,
+        &dataset.name,
+        query,
+        conf,
+        dataset.comment.clone(),
+        dataset.origin.clone(),
+    )
+    .map(|mut f| {
+        f.defines_dataset = true;
+        f
+    });
+    out.datasets.push(dataset);
+    push_flow(out, problems, f);
+}
+
+fn push_flow(
+    out: &mut LibraryDeclarations,
+    problems: &mut Vec<Diagnostic>,
+    f: Result<FlowDef, Diagnostic>,
+) {
+    match f {
+        Ok(f) => out.flows.push(f),
+        Err(d) => problems.push(d),
+    }
+}
 
 fn auto_cdc_unsupported(target: &str, at: Option<Origin>) -> Diagnostic {
     Diagnostic::new(format!("AUTO CDC into `{target}` is not supported yet"))
@@ -245,7 +241,6 @@ fn flow(
     conf: &BTreeMap<String, String>,
     comment: Option<String>,
     origin: Option<Origin>,
-    defines_dataset: bool,
 ) -> Result<FlowDef, Diagnostic> {
     let ast = query.parse_ast().map_err(|e| {
         Diagnostic::new(format!("the query does not parse: {e}")).origin(origin.clone())
@@ -268,6 +263,5 @@ fn flow(
     f.conf = conf.clone();
     f.comment = comment;
     f.origin = origin;
-    f.defines_dataset = defines_dataset;
     Ok(f)
 }

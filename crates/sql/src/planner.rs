@@ -539,11 +539,11 @@ impl Planner<'_> {
                     SelectItem::UnnamedExpr(e) => {
                         star_only = false;
                         let e = requalify(e, &scope);
-                        let text = match implicit_alias(&e) {
-                            Some(a) => format!("{e} AS {a}"),
-                            None => e.to_string(),
+                        let (text, name) = match implicit_alias(&e) {
+                            Some(a) => (format!("{e} AS {a}"), a),
+                            None => (e.to_string(), e.to_string()),
                         };
-                        outputs.push((e.to_string(), implicit_alias(&e).unwrap_or(e.to_string())));
+                        outputs.push((e.to_string(), name));
                         items.push(text);
                     }
                     SelectItem::ExprWithAlias { expr, alias } => {

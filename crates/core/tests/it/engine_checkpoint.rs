@@ -538,23 +538,14 @@ fn damaged_checkpoint_files_are_errors_never_a_crash() {
         .iter()
         .map(|f| fs::read(tmp.path().join(f)).unwrap())
         .collect();
-    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut damage = crate::damage::Damage::new(0x2545_F491_4F6C_DD1D);
     let mut errors = [0usize; 3];
     for case in 0..300 {
         for (i, f) in files.iter().enumerate() {
             let mut bytes = valid[i].clone();
-            for _ in 0..1 + next() % 4 {
-                let at = next() as usize % bytes.len();
-                bytes[at] = b"{}[]\":,0123456789-.eE v\n\xff"[next() as usize % 25];
-            }
+            damage.scribble(&mut bytes, b"{}[]\":,0123456789-.eE v\n\xff");
             if case % 3 == 0 {
-                bytes.truncate(next() as usize % (bytes.len() + 1));
+                damage.cut(&mut bytes);
             }
             let path = tmp.path().join(f);
             fs::write(&path, &bytes).unwrap();

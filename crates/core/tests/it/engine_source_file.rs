@@ -948,13 +948,8 @@ fn damaged_parquet_files_are_errors_or_rows_never_a_crash() {
     let valid_path = e.base.join("valid.parquet");
     write_parquet(&valid_path, &file_batch(&(0..40).collect::<Vec<_>>()));
     let valid = fs::read(&valid_path).unwrap();
-    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut damage = crate::damage::Damage::new(0x9E37_79B9_7F4A_7C15);
+    let mut next = || damage.next();
     let (mut read, mut errors) = (0usize, 0usize);
     for case in 0..cases {
         let mut bytes = valid.clone();
@@ -1038,22 +1033,13 @@ fn a_damaged_source_log_is_an_error_never_a_crash() {
     };
     let log = e.state.join("0");
     let valid = fs::read(&log).unwrap();
-    let mut seed: u64 = 0xD1B5_4A32_D192_ED03;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut damage = crate::damage::Damage::new(0xD1B5_4A32_D192_ED03);
     let (mut ok, mut errors) = (0, 0);
     for case in 0..300 {
         let mut bytes = valid.clone();
-        for _ in 0..1 + next() % 4 {
-            let at = next() as usize % bytes.len();
-            bytes[at] = "{}[]\":,%/0123456789é\n\u{ff}v".as_bytes()[next() as usize % 24];
-        }
+        damage.scribble(&mut bytes, "{}[]\":,%/0123456789é\n\u{ff}v".as_bytes());
         if case % 4 == 0 {
-            bytes.truncate(next() as usize % (bytes.len() + 1));
+            damage.cut(&mut bytes);
         }
         fs::write(&log, &bytes).unwrap();
         let outcome = open_source(&s, s.schema.clone().unwrap(), e.ctx())

@@ -6,6 +6,7 @@
 extern crate pipelines_delta;
 extern crate pipelines_kafka;
 
+mod damage;
 mod engine_checkpoint;
 mod engine_exec;
 mod engine_sink_console;
