@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Origin, Result};
+use crate::expectations::Expectation;
 use crate::plan::DataFrame;
 use crate::registry::{DatasetDecl, DatasetKind, FlowDecl, FlowKind};
 use crate::session::Session;
@@ -97,6 +98,11 @@ pub struct DatasetDef {
     pub origin: Option<Origin>,
     /// Where each of `options` was written in the spec, by option name.
     pub option_origins: BTreeMap<String, Origin>,
+    /// Data-quality expectations every flow into it applies to its rows.
+    pub expectations: Vec<Expectation>,
+    /// The table or sink that receives the rows its drop-expectations
+    /// remove (with the names of the expectations they failed).
+    pub quarantine: Option<String>,
 }
 
 impl DatasetDef {
@@ -134,6 +140,10 @@ pub struct FlowDef {
     pub origin: Option<Origin>,
     /// True for the implicit flow of a `#[table]`/`#[materialized_view]`/`#[temporary_view]`.
     pub defines_dataset: bool,
+    /// Expectations of this flow alone, checked after its target's.
+    pub expectations: Vec<Expectation>,
+    /// Where this flow's dropped rows go, instead of its target's quarantine.
+    pub quarantine: Option<String>,
 }
 
 impl FlowDef {
@@ -150,6 +160,8 @@ impl FlowDef {
             query,
             origin: None,
             defines_dataset: false,
+            expectations: Vec::new(),
+            quarantine: None,
         }
     }
 
@@ -176,6 +188,12 @@ impl From<&'static FlowDecl> for FlowDef {
             query: Query::new(d.query),
             origin: Some(d.location.origin()),
             defines_dataset: false,
+            expectations: d
+                .expectations
+                .iter()
+                .map(|e| e.to_expectation(d.location.file))
+                .collect(),
+            quarantine: d.quarantine.map(str::to_string),
         }
     }
 }
@@ -195,6 +213,12 @@ pub fn from_dataset_decl(d: &'static DatasetDecl) -> (DatasetDef, FlowDef) {
         comment: d.comment.map(str::to_string),
         origin: origin.clone(),
         option_origins: BTreeMap::new(),
+        expectations: d
+            .expectations
+            .iter()
+            .map(|e| e.to_expectation(d.location.file))
+            .collect(),
+        quarantine: d.quarantine.map(str::to_string),
     };
     let mut flow = FlowDef::append(d.name, d.name, Query::new(d.query));
     flow.comment = d.comment.map(str::to_string);

@@ -19,6 +19,7 @@ pub mod definition;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod expectations;
 pub mod fixes;
 pub mod formats;
 pub mod graph;
@@ -37,6 +38,7 @@ pub mod suggest;
 
 pub use cli::main;
 pub use definition::{DatasetDef, DatasetType, FlowDef, Query};
+pub use expectations::{Expectation, ExpectationAction};
 pub use error::{Diagnostic, Diagnostics, Error, Origin, PlanError, Result};
 pub use formats::OutputMode;
 pub use graph::PipelineGraph;

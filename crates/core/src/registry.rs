@@ -5,6 +5,7 @@
 //! [`datasets`] collect every declaration linked into the binary.
 
 use crate::error::{Origin, Result};
+pub use crate::expectations::{ExpectationAction, ExpectationDecl};
 use crate::plan::DataFrame;
 use crate::session::Session;
 
@@ -57,6 +58,10 @@ pub struct FlowDecl {
     pub conf: &'static [(&'static str, &'static str)],
     /// `import_checkpoint = "..."` (update flows): a checkpoint copied in once.
     pub import_checkpoint: Option<&'static str>,
+    /// `#[expect(..)]` and its siblings stacked on the function.
+    pub expectations: &'static [ExpectationDecl],
+    /// `quarantine = "..."`: where rows failing a drop-expectation go.
+    pub quarantine: Option<&'static str>,
     /// The query function.
     pub query: QueryFn,
     /// Where the macro was applied.
@@ -105,6 +110,10 @@ pub struct DatasetDecl {
     pub partition_cols: &'static [&'static str],
     /// Declared schema as a DDL string (`"ts TIMESTAMP, id STRING"`).
     pub schema: Option<&'static str>,
+    /// `#[expect(..)]` and its siblings stacked on the function.
+    pub expectations: &'static [ExpectationDecl],
+    /// `quarantine = "..."`: where rows failing a drop-expectation go.
+    pub quarantine: Option<&'static str>,
     /// The query defining the dataset (its flow has the dataset's name).
     pub query: QueryFn,
     /// Where the macro was applied.

@@ -64,7 +64,7 @@ pub(crate) mod sql;
 pub mod timestamp;
 
 pub use reader::{DataStreamReader, IntoSchema, SourceFormat, SourceSpec};
-pub use resolve::{ResolvedNode, ResolvedPlan};
+pub use resolve::{resolve_condition, ResolvedNode, ResolvedPlan};
 
 /// True when `name` (any case) is an aggregate function of SQL text, e.g.
 /// `count`, `sum`, `first`, `collect_list`, `approx_count_distinct`: what

@@ -835,6 +835,29 @@ fn check_expr_type(
         .map_err(|err| df_error(err, &format!("{op} `{text}`"), input.schema()))
 }
 
+/// A SQL condition over `schema` (an expectation's), type-checked alone:
+/// the expression without its alias, and its type. `what` names it in
+/// errors ("the condition of expectation `x`").
+pub fn resolve_condition(
+    sql: &str,
+    schema: &arrow::datatypes::Schema,
+    what: &str,
+) -> Result<(Expr, DataType), PlanError> {
+    let df = DFSchema::try_from(schema.clone())
+        .map_err(|e| PlanError::new(format!("{what}: {}", clean_message(&e))))?;
+    let text = ColumnExpr::Sql(sql.trim().to_string());
+    let e = to_expr(&text, &df, what)?.unalias();
+    let input = LogicalPlan::EmptyRelation(datafusion::logical_expr::EmptyRelation {
+        produce_one_row: false,
+        schema: Arc::new(df.clone()),
+    });
+    check_expr_type(&input, &e, what, &text)?;
+    let t = e
+        .get_type(&df)
+        .map_err(|err| df_error(err, &format!("{what} `{text}`"), &df))?;
+    Ok((e, t))
+}
+
 /// Turns a [`ColumnExpr`] into an [`Expr`] over `schema`, checking column
 /// references and window time columns.
 fn to_expr(ce: &ColumnExpr, schema: &DFSchema, op: &str) -> Result<Expr, PlanError> {
