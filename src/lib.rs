@@ -5,7 +5,9 @@
 //! temporary views, sinks) and the flows that fill them. Flows are Rust
 //! functions marked with an attribute ([`table`], [`append_flow`],
 //! [`update_flow`], [`materialized_view`], [`temporary_view`]) that return a
-//! lazy [`DataFrame`]; a YAML spec (`pipeline.yml`) names the pipeline, its
+//! lazy [`DataFrame`], with data-quality expectations stacked on the same
+//! function ([`expect`], [`expect_or_drop`], [`expect_or_fail`] and their
+//! `expect_all*` forms); a YAML spec (`pipeline.yml`) names the pipeline, its
 //! storage, sinks and per-flow settings; [`main`] gives the binary the
 //! `dry-run` / `run` / `graph` command line. The whole graph is checked
 //! before any data moves, then each flow runs micro-batch by micro-batch,
@@ -63,6 +65,11 @@ extern crate self as pipelines;
 
 pub use pipelines_core::*;
 pub use pipelines_macros::{append_flow, materialized_view, table, temporary_view, update_flow};
+// Data-quality expectations stacked on the macros above. Use them with a
+// path (`#[dp::expect(..)]`): a bare `#[expect]` is Rust's lint attribute.
+pub use pipelines_macros::{
+    expect, expect_all, expect_all_or_drop, expect_all_or_fail, expect_or_drop, expect_or_fail,
+};
 
 /// Delta Lake tables, sources and sinks (the `delta` feature): the
 /// `pipelines-delta` crate, e.g. [`delta::read_table`].
@@ -94,7 +101,8 @@ pub mod engine {
 pub mod __private {
     pub use inventory;
     pub use pipelines_core::registry::{
-        DatasetDecl, DatasetKind, FlowDecl, FlowKind, QueryFn, SourceLocation,
+        DatasetDecl, DatasetKind, ExpectationAction, ExpectationDecl, FlowDecl, FlowKind, QueryFn,
+        SourceLocation,
     };
     pub use pipelines_core::{DataFrame, Result, Session};
 }

@@ -1,7 +1,9 @@
 //! Every attribute macro with every key: the declarations they register.
 
+use pipelines as dp;
 use pipelines::registry::{
-    datasets, flows, DatasetDecl, DatasetKind, FlowDecl, FlowKind, SourceLocation,
+    datasets, flows, DatasetDecl, DatasetKind, ExpectationAction, ExpectationDecl, FlowDecl,
+    FlowKind, SourceLocation,
 };
 use pipelines::{
     append_flow, materialized_view, table, temporary_view, update_flow, DataFrame, Result, Session,
@@ -167,6 +169,44 @@ macro_rules! flow_into {
 }
 flow_into!("events", from_macro_rules);
 
+// ---- expectations ----------------------------------------------------------
+
+// All six kinds, above and below the dataset attribute: the declaration
+// lists them in source order, each with the line of its attribute.
+const ORDERS: u32 = line!() + 1;
+#[dp::expect("valid_id", "id IS NOT NULL")]
+#[dp::expect_all_or_drop(c = "z <> 0")]
+#[dp::expect_all("a" = "x > 0", b = "y < 10")]
+#[table(name = "orders", quarantine = "bad_orders")]
+#[dp::expect_or_drop("positive", "amount > 0")]
+#[dp::expect_all_or_fail("d" = "w IS NOT NULL", r#type = "t IN ('a', 'b')")]
+#[dp::expect_or_fail("has_ts", "ts IS NOT NULL")]
+fn orders(_s: &Session) -> Result<DataFrame> {
+    not_run("orders")
+}
+
+// All six above (each moves itself below the dataset attribute, so they
+// arrive there in reverse order), and Rust's lint `#[expect]`, left alone.
+const CLEAN_ORDERS: u32 = line!() + 1;
+#[dp::expect_or_fail("has_ts", "ts IS NOT NULL")]
+#[dp::expect_all(a = "x > 0")]
+#[dp::expect_or_drop("positive", "amount > 0")]
+#[dp::expect_all_or_fail(b = "y < 10")]
+#[dp::expect("valid_id", "id IS NOT NULL")]
+#[dp::expect_all_or_drop("c" = "z <> 0", "d" = "w <> 0",)]
+#[materialized_view(name = "clean_orders")]
+#[expect(non_snake_case)]
+fn Clean_Orders(_s: &Session) -> Result<DataFrame> {
+    not_run("clean_orders")
+}
+
+const ORDERS_BACKFILL: u32 = line!() + 1;
+#[append_flow(target = "orders", quarantine = "orders_quarantine")]
+#[dp::expect_or_drop("positive", "amount > 0")]
+fn orders_backfill(_s: &Session) -> Result<DataFrame> {
+    not_run("orders_backfill")
+}
+
 // ---- helpers ---------------------------------------------------------------
 
 fn flow(name: &str) -> &'static FlowDecl {
@@ -185,6 +225,20 @@ fn at(line: u32) -> SourceLocation {
     SourceLocation { file: FILE, line }
 }
 
+fn expectation(
+    name: &'static str,
+    condition: &'static str,
+    action: ExpectationAction,
+    line: u32,
+) -> ExpectationDecl {
+    ExpectationDecl {
+        name,
+        condition,
+        action,
+        line,
+    }
+}
+
 // ---- tests -----------------------------------------------------------------
 
 #[test]
@@ -196,6 +250,8 @@ fn append_flows() {
     assert_eq!(f.comment, None);
     assert!(f.conf.is_empty());
     assert_eq!(f.import_checkpoint, None);
+    assert!(f.expectations.is_empty());
+    assert_eq!(f.quarantine, None);
     assert_eq!(f.location, at(APPEND_MINIMAL));
 
     let f = flow("backfill_2024");
@@ -235,6 +291,8 @@ fn update_flows() {
     assert_eq!(f.comment, Some("running counts"));
     assert_eq!(f.conf, &[("spark.sql.shuffle.partitions", "4")][..]);
     assert_eq!(f.import_checkpoint, Some("/checkpoints/counts_v1"));
+    assert!(f.expectations.is_empty());
+    assert_eq!(f.quarantine, None);
     assert_eq!(f.location, at(UPDATE_FULL));
 }
 
@@ -256,6 +314,8 @@ fn streaming_tables() {
     assert_eq!(d.path, Some("/data/events"));
     assert_eq!(d.partition_cols, &["day", "country"][..]);
     assert_eq!(d.schema, Some("ts TIMESTAMP, id STRING"));
+    assert!(d.expectations.is_empty());
+    assert_eq!(d.quarantine, None);
     assert_eq!(d.location, at(EVENTS_TABLE));
 }
 
@@ -298,7 +358,70 @@ fn temporary_views() {
     assert_eq!(d.path, None);
     assert!(d.partition_cols.is_empty());
     assert_eq!(d.schema, Some("id STRING"));
+    assert!(d.expectations.is_empty());
+    assert_eq!(d.quarantine, None);
     assert_eq!(d.location, at(REAL_EVENTS));
+}
+
+#[test]
+fn expectations() {
+    use ExpectationAction as A;
+
+    let d = dataset("orders");
+    assert_eq!(d.kind, DatasetKind::StreamingTable);
+    assert_eq!(d.quarantine, Some("bad_orders"));
+    assert_eq!(
+        d.expectations,
+        &[
+            expectation("valid_id", "id IS NOT NULL", A::Warn, ORDERS),
+            expectation("c", "z <> 0", A::Drop, ORDERS + 1),
+            expectation("a", "x > 0", A::Warn, ORDERS + 2),
+            expectation("b", "y < 10", A::Warn, ORDERS + 2),
+            expectation("positive", "amount > 0", A::Drop, ORDERS + 4),
+            expectation("d", "w IS NOT NULL", A::Fail, ORDERS + 5),
+            expectation("type", "t IN ('a', 'b')", A::Fail, ORDERS + 5),
+            expectation("has_ts", "ts IS NOT NULL", A::Fail, ORDERS + 6),
+        ][..]
+    );
+    // The line of the dataset attribute, not of the first expectation.
+    assert_eq!(d.location, at(ORDERS + 3));
+
+    let d = dataset("clean_orders");
+    assert_eq!(d.kind, DatasetKind::MaterializedView);
+    assert_eq!(d.quarantine, None);
+    assert_eq!(
+        d.expectations,
+        &[
+            expectation("has_ts", "ts IS NOT NULL", A::Fail, CLEAN_ORDERS),
+            expectation("a", "x > 0", A::Warn, CLEAN_ORDERS + 1),
+            expectation("positive", "amount > 0", A::Drop, CLEAN_ORDERS + 2),
+            expectation("b", "y < 10", A::Fail, CLEAN_ORDERS + 3),
+            expectation("valid_id", "id IS NOT NULL", A::Warn, CLEAN_ORDERS + 4),
+            expectation("c", "z <> 0", A::Drop, CLEAN_ORDERS + 5),
+            expectation("d", "w <> 0", A::Drop, CLEAN_ORDERS + 5),
+        ][..]
+    );
+    assert_eq!(d.location, at(CLEAN_ORDERS + 6));
+
+    let f = flow("orders_backfill");
+    assert_eq!((f.kind, f.target), (FlowKind::Append, "orders"));
+    assert_eq!(f.quarantine, Some("orders_quarantine"));
+    assert_eq!(
+        f.expectations,
+        &[expectation(
+            "positive",
+            "amount > 0",
+            A::Drop,
+            ORDERS_BACKFILL + 1
+        )][..]
+    );
+    assert_eq!(f.location, at(ORDERS_BACKFILL));
+
+    // The functions themselves are unchanged.
+    let s = Session::default();
+    assert!(orders(&s).is_err());
+    assert!(Clean_Orders(&s).is_err());
+    assert!(orders_backfill(&s).is_err());
 }
 
 #[test]
@@ -325,6 +448,7 @@ fn exact_registry() {
             "from_fn_body",
             "from_macro_rules",
             "from_module",
+            "orders_backfill",
             "update_minimal",
         ]
     );
@@ -335,8 +459,10 @@ fn exact_registry() {
             "bare_table",
             "bare_temp",
             "bare_view",
+            "clean_orders",
             "daily_totals",
             "events",
+            "orders",
             "real_events",
             "session",
             "type",

@@ -5,6 +5,7 @@
 mod connectors;
 mod delta;
 mod engine_e2e;
+mod expectations;
 mod init;
 mod kafka;
 mod macros_compile;

@@ -10,7 +10,7 @@ use pipelines as dp;
 /// Runs the command line of a binary declaring `pipeline` (plus whatever
 /// the spec's libraries declare); returns the exit code, stdout and stderr
 /// with `dir/` removed from paths, as a user in `dir` would see them.
-fn cli(pipeline: dp::Pipeline, dir: &Path, args: &[&str]) -> (u8, String, String) {
+pub(crate) fn cli(pipeline: dp::Pipeline, dir: &Path, args: &[&str]) -> (u8, String, String) {
     let mut out = Vec::new();
     let mut err = Vec::new();
     let spec = dir.join("pipeline.yml");
@@ -30,7 +30,7 @@ fn cli(pipeline: dp::Pipeline, dir: &Path, args: &[&str]) -> (u8, String, String
 
 /// A project in a temporary directory: `pipeline.yml` with `transformations/**`
 /// as its library, plus the given files.
-fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     std::fs::write(
@@ -207,8 +207,9 @@ fn fixture_project() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A table's rows as the fixtures write them: one JSON object a line, keys
-/// in column order, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` (UTC); sorted.
-fn table_lines(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
+/// in column order, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` (UTC), lists
+/// of strings as JSON arrays; sorted.
+pub(crate) fn table_lines(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMicrosecondType};
     let mut lines = Vec::new();
@@ -236,6 +237,13 @@ fn table_lines(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
                                 t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
                             };
                             serde_json::to_string(&text).unwrap()
+                        }
+                        DataType::List(_) => {
+                            let items = col.as_list::<i32>().value(row);
+                            let items = items.as_string::<i32>();
+                            let texts: Vec<&str> =
+                                (0..items.len()).map(|i| items.value(i)).collect();
+                            serde_json::to_string(&texts).unwrap()
                         }
                         other => panic!("column `{}`: no rendering for {other}", field.name()),
                     }

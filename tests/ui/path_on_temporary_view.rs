@@ -5,4 +5,9 @@ fn f(_s: &Session) -> Result<DataFrame> {
     Err(pipelines::Error::Usage("test".into()))
 }
 
+#[temporary_view(quarantine = "bad_rows")]
+fn g(_s: &Session) -> Result<DataFrame> {
+    Err(pipelines::Error::Usage("test".into()))
+}
+
 fn main() {}

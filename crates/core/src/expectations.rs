@@ -11,10 +11,11 @@
 //! ([`check_condition`]); the engine applies them to every batch a flow
 //! writes (`engine::quality`).
 //!
-//! A row *passes* when the condition is TRUE and *fails* when it is FALSE
-//! or NULL (a condition whose value is unknown is not met): `age > 0` fails
-//! a row whose `age` is NULL. Write `age IS NULL OR age > 0` to let NULLs
-//! through.
+//! A row *fails* an expectation only when its condition is FALSE; TRUE and
+//! NULL pass, as Lakeflow defines a violation ("the boolean returns false")
+//! and as SQL's CHECK constraints treat an unknown result: `age > 0` passes
+//! a row whose `age` is NULL. Write `age IS NOT NULL AND age > 0` to catch
+//! NULLs too.
 
 use std::fmt;
 
@@ -170,14 +171,16 @@ pub fn quarantine_schema(schema: &Schema) -> Schema {
 /// a SQL boolean expression (an unknown column gets a "did you mean", an
 /// aggregate or another type is refused with the fix).
 pub fn check_condition(name: &str, condition: &str, schema: &Schema) -> Result<Expr, PlanError> {
-    let what = format!("the condition of expectation `{name}`");
+    let what = format!(
+        "the condition `{}` of expectation `{name}`",
+        condition.trim()
+    );
     let (expr, data_type) = crate::plan::resolve_condition(condition, schema, &what)?;
     match data_type {
         DataType::Boolean | DataType::Null => Ok(expr),
         other => Err(PlanError::with_help(
             format!(
-                "{what}, `{}`, is {}, not a boolean",
-                condition.trim(),
+                "{what} is {}, not a boolean",
                 crate::plan::ddl::type_to_ddl(&other)
             ),
             format!(

@@ -18,6 +18,7 @@ use crate::checks;
 use crate::conf::LATE_ROWS_TO;
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
 use crate::error::{Diagnostic, Diagnostics, Origin, PlanError};
+use crate::expectations::{quarantine_schema, Expectation, ExpectationAction};
 use crate::fixes::Language;
 use crate::formats::{describe_modes, did_you_mean, OutputMode, OUTPUT_MODE_CONF_KEY};
 use crate::plan::{Catalog, DataFrame, ResolvedPlan};
@@ -79,6 +80,11 @@ pub struct FlowNode {
     pub options: BTreeMap<String, String>,
     /// Datasets it reads, with whether each read is streaming.
     pub reads: Vec<(String, bool)>,
+    /// The expectations it applies to its rows: its target's, then its own.
+    pub expectations: Vec<Expectation>,
+    /// Where rows failing a drop-expectation go: its own quarantine, else
+    /// its target's.
+    pub quarantine: Option<String>,
 }
 
 /// A validated pipeline: datasets, flows, the graph and an execution order.
@@ -172,6 +178,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     b.dataflow_graph();
     b.inline_views();
     b.resolve_schemas();
+    b.check_expectations();
     b.check_query_shapes();
     b.finish()
 }
@@ -556,6 +563,7 @@ impl Build<'_> {
                 }
             }
         }
+        check_quarantines(datasets, flows, flows_of, diags);
         for d in datasets.values() {
             let writers = flows_of.get(&d.name).map(Vec::len).unwrap_or(0);
             if writers == 0 {
@@ -760,6 +768,15 @@ impl Build<'_> {
             if let Some(&ti) = dataset_idx.get(&f.target) {
                 graph.add_edge(fi, ti, ());
             }
+            // The quarantine is written by the flow too.
+            if let Some(qi) = quality_of(f, datasets)
+                .1
+                .and_then(|q| dataset_idx.get(&q).copied())
+            {
+                if !graph.contains_edge(fi, qi) {
+                    graph.add_edge(fi, qi, ());
+                }
+            }
             for (ds, _) in reads_of.get(&f.name).into_iter().flatten() {
                 if let Some(&di) = dataset_idx.get(ds) {
                     if !graph.contains_edge(di, fi) {
@@ -954,12 +971,75 @@ impl Build<'_> {
                             schema_source.insert(target.name.clone(), f.name.clone());
                         }
                     }
+                    quarantine_columns(
+                        f,
+                        datasets,
+                        &schema,
+                        &declared,
+                        schemas,
+                        &mut schema_source,
+                        diags,
+                    );
                     resolved.insert(name.clone(), r);
                 }
                 Err(errors) => {
                     for e in errors {
                         diags.push(plan_diagnostic(&f.subject(), &f.origin, "", e));
                     }
+                }
+            }
+        }
+    }
+
+    /// Every expectation: a unique name per dataset, not on a temporary
+    /// view, a boolean condition over the columns it sees.
+    fn check_expectations(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            schemas,
+            resolved,
+            diags,
+            ..
+        } = self;
+        for d in datasets.values() {
+            if d.expectations.is_empty() {
+                continue;
+            }
+            if d.dataset_type() == DatasetType::TemporaryView {
+                diags.push(
+                    Diagnostic::new("expectations on temporary views are not supported")
+                        .subject(d.subject())
+                        .origin(d.expectations[0].origin.clone().or_else(|| d.origin.clone()))
+                        .help("declare them on the streaming table or materialized view that reads the view"),
+                );
+                continue;
+            }
+            duplicate_expectations(&d.subject(), &d.expectations, &[], diags);
+            // Against the dataset's columns, or those of the first flow
+            // writing it (a sink has no schema of its own).
+            let schema = schemas.get(&d.name).cloned().or_else(|| {
+                flows
+                    .values()
+                    .filter(|f| f.target == d.name)
+                    .find_map(|f| resolved.get(&f.name).map(|r| r.schema()))
+            });
+            if let Some(schema) = schema {
+                for e in &d.expectations {
+                    condition_problem(&d.subject(), e, &d.origin, &schema, diags);
+                }
+            }
+        }
+        for f in flows.values() {
+            if f.expectations.is_empty() {
+                continue;
+            }
+            let target = datasets.get(&f.target);
+            let inherited = target.map(|t| t.expectations.as_slice()).unwrap_or(&[]);
+            duplicate_expectations(&f.subject(), &f.expectations, inherited, diags);
+            if let Some(r) = resolved.get(&f.name) {
+                for e in &f.expectations {
+                    condition_problem(&f.subject(), e, &f.origin, &r.schema(), diags);
                 }
             }
         }
@@ -1003,7 +1083,8 @@ impl Build<'_> {
                     .and_then(|s| s.options.get(LATE_ROWS_TO))
                     .or_else(|| f.conf.get(LATE_ROWS_TO))
                     .and_then(|late| datasets.get(late));
-                for d in real_time_checks::check_real_time(f, df, *mode, target, late) {
+                let quarantine = quality_of(f, datasets).1.and_then(|q| datasets.get(&q));
+                for d in real_time_checks::check_real_time(f, df, *mode, target, late, quarantine) {
                     diags.push(d);
                 }
             }
@@ -1043,6 +1124,7 @@ impl Build<'_> {
                 .remove(&name)
                 .expect("validated flows have an output mode");
             let settings = decls.flow_settings.get(&name).cloned().unwrap_or_default();
+            let (expectations, quarantine) = quality_of(&f, &datasets);
             flow_nodes.insert(
                 name.clone(),
                 FlowNode {
@@ -1051,6 +1133,8 @@ impl Build<'_> {
                     trigger: triggers.remove(&name).unwrap_or(Trigger::Default),
                     options: settings.options,
                     reads: reads_of.remove(&name).unwrap_or_default(),
+                    expectations,
+                    quarantine,
                     def: f,
                     plan,
                     schema,
@@ -1266,6 +1350,208 @@ fn error_diagnostic(f: &FlowDef, context: &str, e: crate::error::Error) -> Diagn
         other => Diagnostic::new(format!("{context}: {other}"))
             .subject(f.subject())
             .origin(f.origin.clone()),
+    }
+}
+
+/// A flow's expectations (its target's, then its own) and its quarantine
+/// (its own, else its target's).
+pub(crate) fn quality_of(
+    f: &FlowDef,
+    datasets: &BTreeMap<String, DatasetDef>,
+) -> (Vec<Expectation>, Option<String>) {
+    let target = datasets.get(&f.target);
+    let mut all: Vec<Expectation> = target.map(|t| t.expectations.clone()).unwrap_or_default();
+    all.extend(f.expectations.iter().cloned());
+    let quarantine = f
+        .quarantine
+        .clone()
+        .or_else(|| target.and_then(|t| t.quarantine.clone()));
+    (all, quarantine)
+}
+
+/// Each declared quarantine names a streaming table or sink other than
+/// the target, for expectations that drop rows; every flow with one is a
+/// writer of it.
+fn check_quarantines(
+    datasets: &BTreeMap<String, DatasetDef>,
+    flows: &BTreeMap<String, FlowDef>,
+    flows_of: &mut BTreeMap<String, Vec<String>>,
+    diags: &mut Diagnostics,
+) {
+    // Where each quarantine was declared: datasets, then flows.
+    let declared = datasets
+        .values()
+        .filter_map(|d| {
+            Some((
+                d.subject(),
+                d.name.clone(),
+                d.quarantine.clone()?,
+                &d.expectations,
+                d.origin.clone(),
+                Vec::new(),
+            ))
+        })
+        .chain(flows.values().filter_map(|f| {
+            let target = datasets.get(&f.target);
+            let inherited = target.map(|t| t.expectations.clone()).unwrap_or_default();
+            Some((
+                f.subject(),
+                f.target.clone(),
+                f.quarantine.clone()?,
+                &f.expectations,
+                f.origin.clone(),
+                inherited,
+            ))
+        }));
+    for (subject, target, q, own, origin, inherited) in declared {
+        let drops = own
+            .iter()
+            .chain(&inherited)
+            .any(|e| e.action == ExpectationAction::Drop);
+        match datasets.get(&q) {
+            None => {
+                let mut help = format!(
+                    "declare a sink or streaming table for the rows, e.g. create_streaming_table(\"{q}\", ...) or under `sinks:` in the spec"
+                );
+                if let Some(s) = did_you_mean(&q, datasets.keys().map(String::as_str)) {
+                    help = format!("did you mean `{s}`? or {help}");
+                }
+                diags.push(
+                    Diagnostic::new(format!("its quarantine `{q}` is not declared"))
+                        .subject(subject)
+                        .origin(origin)
+                        .help(help),
+                );
+            }
+            Some(d) if q == target => diags.push(
+                Diagnostic::new(format!("quarantines rows into `{q}`, the dataset they were dropped from"))
+                    .subject(subject)
+                    .origin(origin)
+                    .help(format!("name another streaming table or sink, e.g. `{}_quarantine`", d.name)),
+            ),
+            Some(d)
+                if !matches!(
+                    d.dataset_type(),
+                    DatasetType::StreamingTable | DatasetType::Sink
+                ) =>
+            {
+                diags.push(
+                    Diagnostic::new(format!(
+                        "its quarantine `{q}` is a {}, but quarantined rows are appended to a streaming table or a sink",
+                        d.dataset_type().describe()
+                    ))
+                    .subject(subject)
+                    .origin(origin)
+                    .help(format!("declare `{q}` as a streaming table (without a query) or a sink")),
+                )
+            }
+            Some(_) if !drops => diags.push(
+                Diagnostic::new(format!(
+                    "names the quarantine `{q}`, but none of its expectations drops rows, so no row would go there"
+                ))
+                .subject(subject)
+                .origin(origin)
+                .help("make an expectation a drop one (expect_or_drop, ON VIOLATION DROP ROW, `action: drop`), or remove the quarantine"),
+            ),
+            Some(_) => {}
+        }
+    }
+    for f in flows.values() {
+        if let Some(q) = quality_of(f, datasets).1 {
+            if datasets.contains_key(&q) && q != f.target {
+                let writers = flows_of.entry(q).or_default();
+                if !writers.contains(&f.name) {
+                    writers.push(f.name.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The quarantine of flow `f` takes its rows plus the failed expectations'
+/// names: the table's schema when it has none yet, else it must match.
+fn quarantine_columns(
+    f: &FlowDef,
+    datasets: &BTreeMap<String, DatasetDef>,
+    schema: &SchemaRef,
+    declared: &BTreeMap<String, SchemaRef>,
+    schemas: &mut BTreeMap<String, SchemaRef>,
+    schema_source: &mut BTreeMap<String, String>,
+    diags: &mut Diagnostics,
+) {
+    let Some(q) = quality_of(f, datasets).1 else {
+        return;
+    };
+    let Some(d) = datasets.get(&q) else {
+        return;
+    };
+    if d.dataset_type() != DatasetType::StreamingTable || q == f.target {
+        return;
+    }
+    let wanted: SchemaRef = std::sync::Arc::new(quarantine_schema(&without_watermarks(schema)));
+    let existing = declared
+        .get(&q)
+        .cloned()
+        .or_else(|| schema_source.contains_key(&q).then(|| schemas[&q].clone()));
+    match existing {
+        Some(existing) => {
+            if let Some(problem) = schema_difference(&existing, &wanted) {
+                diags.push(
+                    Diagnostic::new(format!(
+                        "its quarantined rows do not fit the columns of {}: {problem}",
+                        d.subject()
+                    ))
+                    .subject(f.subject())
+                    .origin(f.origin.clone())
+                    .help("a quarantine takes the flow's columns plus `_failed_expectations ARRAY<STRING>`; give each dataset its own quarantine, or declare none of its schema"),
+                );
+            }
+        }
+        None => {
+            schemas.insert(q.clone(), wanted);
+            schema_source.insert(q, f.name.clone());
+        }
+    }
+}
+
+/// The second declaration of an expectation name (among `own`, or of
+/// `inherited` from the target) is a problem.
+fn duplicate_expectations(
+    subject: &str,
+    own: &[Expectation],
+    inherited: &[Expectation],
+    diags: &mut Diagnostics,
+) {
+    let mut seen: Vec<&Expectation> = inherited.iter().collect();
+    for e in own {
+        if let Some(first) = seen.iter().find(|s| s.name == e.name) {
+            diags.push(
+                Diagnostic::new(format!(
+                    "expectation `{}` is declared twice (first{})",
+                    e.name,
+                    at(&first.origin)
+                ))
+                .subject(subject)
+                .origin(e.origin.clone())
+                .help("give each expectation of a dataset its own name"),
+            );
+        } else {
+            seen.push(e);
+        }
+    }
+}
+
+/// An expectation's condition that is not a boolean over `schema`.
+fn condition_problem(
+    subject: &str,
+    e: &Expectation,
+    fallback: &Option<Origin>,
+    schema: &SchemaRef,
+    diags: &mut Diagnostics,
+) {
+    if let Err(p) = crate::expectations::check_condition(&e.name, &e.condition, schema) {
+        let origin = e.origin.clone().or_else(|| fallback.clone());
+        diags.push(plan_diagnostic(subject, &origin, "", p));
     }
 }
 

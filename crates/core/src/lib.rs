@@ -38,8 +38,8 @@ pub mod suggest;
 
 pub use cli::main;
 pub use definition::{DatasetDef, DatasetType, FlowDef, Query};
-pub use expectations::{Expectation, ExpectationAction};
 pub use error::{Diagnostic, Diagnostics, Error, Origin, PlanError, Result};
+pub use expectations::{Expectation, ExpectationAction};
 pub use formats::OutputMode;
 pub use graph::PipelineGraph;
 pub use pipeline::{Pipeline, TableOptions};

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::definition::{from_dataset_decl, DatasetDef, DatasetType, FlowDef, Query};
 use crate::error::{Diagnostics, Error, Origin, Result};
+use crate::expectations::Expectation;
 use crate::graph::{self, Declarations, FlowSettings, PipelineGraph};
 use crate::plan::DataFrame;
 use crate::registry::{self, FlowKind};
@@ -34,6 +35,11 @@ pub struct TableOptions {
     pub options: BTreeMap<String, String>,
     /// Free text description.
     pub comment: Option<String>,
+    /// Data-quality expectations every flow into the table applies, like
+    /// `create_streaming_table(expect_all=...)`.
+    pub expectations: Vec<Expectation>,
+    /// Where rows failing a drop-expectation go.
+    pub quarantine: Option<String>,
 }
 
 /// A pipeline being declared: datasets, sinks and flows, before validation.
@@ -42,6 +48,16 @@ pub struct Pipeline {
     datasets: Vec<DatasetDef>,
     flows: Vec<FlowDef>,
     spec_dir: Option<PathBuf>,
+    /// `expect(...)` / `quarantine(...)` calls, applied by name when the
+    /// declarations are gathered.
+    quality: Vec<(String, QualityCall)>,
+}
+
+/// A builder call adding to a dataset's or flow's data quality.
+#[derive(Clone, Debug)]
+enum QualityCall {
+    Expect(Expectation),
+    Quarantine(String),
 }
 
 fn caller_origin(loc: &Location<'_>) -> Option<Origin> {
@@ -130,9 +146,37 @@ impl Pipeline {
             partition_cols: options.partition_cols,
             schema: options.schema,
             comment: options.comment,
+            expectations: options.expectations,
+            quarantine: options.quarantine,
             origin: caller_origin(Location::caller()),
             ..DatasetDef::default()
         });
+        self
+    }
+
+    /// Adds an expectation to the dataset (or, when no dataset has the name,
+    /// the flow) named `name`, like stacking `@dp.expect*` on its function:
+    /// `.expect("orders", Expectation::drop("positive", "amount > 0"))`.
+    #[track_caller]
+    pub fn expect(mut self, name: &str, expectation: Expectation) -> Self {
+        let e = if expectation.origin.is_none() {
+            expectation.at(caller_origin(Location::caller()))
+        } else {
+            expectation
+        };
+        self.quality
+            .push((name.to_string(), QualityCall::Expect(e)));
+        self
+    }
+
+    /// Sends the rows that the drop-expectations of the dataset (or flow)
+    /// `name` remove to the streaming table or sink `target`, with the
+    /// names of the expectations each failed.
+    pub fn quarantine(mut self, name: &str, target: &str) -> Self {
+        self.quality.push((
+            name.to_string(),
+            QualityCall::Quarantine(target.to_string()),
+        ));
         self
     }
 
@@ -237,6 +281,28 @@ impl Pipeline {
             })
         };
         let mut datasets = self.datasets.clone();
+        let mut flows = self.flows.clone();
+        for (name, call) in &self.quality {
+            if let Some(d) = datasets.iter_mut().find(|d| &d.name == name) {
+                match call {
+                    QualityCall::Expect(e) => d.expectations.push(e.clone()),
+                    QualityCall::Quarantine(q) => d.quarantine = Some(q.clone()),
+                }
+            } else if let Some(f) = flows.iter_mut().find(|f| &f.name == name) {
+                match call {
+                    QualityCall::Expect(e) => f.expectations.push(e.clone()),
+                    QualityCall::Quarantine(q) => f.quarantine = Some(q.clone()),
+                }
+            }
+        }
+        let spec_expectations = |t: &crate::spec::TableSpec| -> Vec<Expectation> {
+            t.expectations
+                .iter()
+                .map(|e| {
+                    Expectation::new(&e.name, &e.condition, e.action).at(spec_origin(Some(e.line)))
+                })
+                .collect()
+        };
         for (name, t) in &spec.tables {
             let existing = datasets.iter_mut().find(|d| {
                 &d.name == name
@@ -263,6 +329,10 @@ impl Pipeline {
                     if t.comment.is_some() {
                         d.comment = t.comment.clone();
                     }
+                    d.expectations.extend(spec_expectations(t));
+                    if t.quarantine.is_some() {
+                        d.quarantine = t.quarantine.clone();
+                    }
                     d.options.extend(t.options.clone());
                     d.option_origins
                         .extend(option_origins(spec, "tables", name, &t.options));
@@ -278,6 +348,8 @@ impl Pipeline {
                     comment: t.comment.clone(),
                     origin: spec_origin(t.line),
                     option_origins: option_origins(spec, "tables", name, &t.options),
+                    expectations: spec_expectations(t),
+                    quarantine: t.quarantine.clone(),
                     ..DatasetDef::default()
                 }),
             }
@@ -329,7 +401,7 @@ impl Pipeline {
                 })
                 .collect(),
             datasets,
-            flows: self.flows.clone(),
+            flows,
             flow_settings,
         }
     }

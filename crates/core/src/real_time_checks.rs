@@ -22,14 +22,15 @@ use crate::plan::{DataFrame, JoinType, PlanNode};
 /// The micro-batch trigger suggested instead of real-time mode.
 const MICRO_BATCH_FIX: &str = "trigger: { processing_time: 1 second }";
 
-/// Checks one real-time flow: its plan, output mode, target and late-rows
-/// sink. Returns every problem, each naming the flow and its declaration.
+/// Checks one real-time flow: its plan, output mode, target, late-rows
+/// sink and quarantine. Returns every problem, each naming the flow and its declaration.
 pub fn check_real_time(
     flow: &FlowDef,
     plan: &DataFrame,
     mode: OutputMode,
     target: &DatasetDef,
     late_rows_to: Option<&DatasetDef>,
+    quarantine: Option<&DatasetDef>,
 ) -> Vec<Diagnostic> {
     let mut problems = Vec::new();
     let mut problem = |message: String, help: String| {
@@ -42,6 +43,7 @@ pub fn check_real_time(
     };
     for (what, dataset) in std::iter::once(("writes to", target))
         .chain(late_rows_to.map(|d| ("sends late rows to", d)))
+        .chain(quarantine.map(|d| ("quarantines rows into", d)))
     {
         let format = dataset
             .format

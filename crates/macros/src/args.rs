@@ -57,6 +57,7 @@ pub(crate) struct Args {
     pub(crate) path: Option<LitStr>,
     pub(crate) partition_cols: Vec<LitStr>,
     pub(crate) schema: Option<LitStr>,
+    pub(crate) quarantine: Option<LitStr>,
 }
 
 /// Parses the attribute's arguments for `kind`; problems go to `errors`.
@@ -106,6 +107,7 @@ pub(crate) fn parse(kind: MacroKind, attr: TokenStream, errors: &mut Errors) -> 
             "format" => args.format = string(&meta, &key, "\"delta\"", errors)?,
             "path" => args.path = string(&meta, &key, "\"/data/events\"", errors)?,
             "schema" => args.schema = string(&meta, &key, "\"ts TIMESTAMP, id STRING\"", errors)?,
+            "quarantine" => args.quarantine = string(&meta, &key, "\"bad_orders\"", errors)?,
             "once" => args.once = boolean(&meta, &key, errors)?,
             "partition_cols" => args.partition_cols = string_list(&meta, &key, errors)?,
             "conf" => args.conf = conf(&meta, errors)?,
@@ -159,7 +161,7 @@ fn value_expr(
 }
 
 /// Strips the invisible groups `macro_rules!` puts around `$x:expr`.
-fn ungroup(expr: Expr) -> Expr {
+pub(crate) fn ungroup(expr: Expr) -> Expr {
     match expr {
         Expr::Group(g) => ungroup(*g.expr),
         other => other,

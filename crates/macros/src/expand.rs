@@ -1,4 +1,5 @@
-//! Code generation: the function as written plus one `inventory::submit!`.
+//! Code generation: the function as written (minus its expectation
+//! attributes) plus one `inventory::submit!`.
 
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, ToTokens};
@@ -6,6 +7,7 @@ use syn::ext::IdentExt;
 use syn::{FnArg, Item, ItemFn, LitStr, ReturnType};
 
 use crate::args::{self, Args, Errors};
+use crate::expectations::{self, Expectation};
 use crate::func;
 use crate::kind::MacroKind;
 
@@ -28,17 +30,29 @@ pub(crate) fn expand(
             format!("#[{}] needs `target = \"{what}\"`", kind.name()),
         );
     }
-    let parsed: Item = match syn::parse2(item.clone()) {
+    let mut parsed: Item = match syn::parse2(item.clone()) {
         Ok(parsed) => parsed,
         Err(e) => {
             errors.push(e);
             return with_errors(&item, &errors);
         }
     };
+    // The expectation attributes are removed even when there are errors:
+    // left on the function they would expand on their own and complain
+    // that they are not stacked with a dataset/flow macro.
+    let mut item = item;
+    let mut expects = Vec::new();
+    if let Some(attrs) = expectations::attrs_mut(&mut parsed) {
+        let before = attrs.len();
+        expects = expectations::take(attrs, &mut errors);
+        if attrs.len() != before {
+            item = parsed.to_token_stream();
+        }
+    }
     let func = func::check(kind, &parsed, &mut errors);
     match func {
         Some(func) if errors.is_empty() => {
-            let decl = declaration(kind, &args, &func, line);
+            let decl = declaration(kind, &args, &expects, &func, line);
             quote! {
                 #item
                 ::pipelines::__private::inventory::submit! { #decl }
@@ -54,13 +68,20 @@ fn with_errors(item: &TokenStream, errors: &Errors) -> TokenStream {
     quote!(#item #errors)
 }
 
-fn declaration(kind: MacroKind, args: &Args, func: &ItemFn, line: u32) -> TokenStream {
+fn declaration(
+    kind: MacroKind,
+    args: &Args,
+    expectations: &[Expectation],
+    func: &ItemFn,
+    line: u32,
+) -> TokenStream {
     let ident = &func.sig.ident;
     let name = match &args.name {
         Some(name) => name.clone(),
         None => LitStr::new(&ident.unraw().to_string(), ident.span()),
     };
     let comment = option(args.comment.as_ref());
+    let quarantine = option(args.quarantine.as_ref());
     let query = query(func);
     let location = quote! {
         ::pipelines::__private::SourceLocation { file: ::core::file!(), line: #line }
@@ -85,6 +106,8 @@ fn declaration(kind: MacroKind, args: &Args, func: &ItemFn, line: u32) -> TokenS
                     comment: #comment,
                     conf: &[#(#conf),*],
                     import_checkpoint: #import_checkpoint,
+                    expectations: &[#(#expectations),*],
+                    quarantine: #quarantine,
                     query: #query,
                     location: #location,
                 }
@@ -109,6 +132,8 @@ fn declaration(kind: MacroKind, args: &Args, func: &ItemFn, line: u32) -> TokenS
                     path: #path,
                     partition_cols: &[#(#partition_cols),*],
                     schema: #schema,
+                    expectations: &[#(#expectations),*],
+                    quarantine: #quarantine,
                     query: #query,
                     location: #location,
                 }

@@ -1,4 +1,4 @@
-//! The five attribute macros and the keys each one accepts.
+//! The five dataset/flow attribute macros and the keys each one accepts.
 
 /// Which attribute macro is being expanded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +25,15 @@ impl MacroKind {
     /// Keys the macro accepts, in the order they are documented.
     pub(crate) fn keys(self) -> &'static [&'static str] {
         match self {
-            MacroKind::AppendFlow => &["target", "name", "once", "comment", "conf"],
-            MacroKind::UpdateFlow => &["target", "name", "comment", "conf", "import_checkpoint"],
+            MacroKind::AppendFlow => &["target", "name", "once", "comment", "conf", "quarantine"],
+            MacroKind::UpdateFlow => &[
+                "target",
+                "name",
+                "comment",
+                "conf",
+                "import_checkpoint",
+                "quarantine",
+            ],
             MacroKind::Table | MacroKind::MaterializedView => &[
                 "name",
                 "comment",
@@ -34,9 +41,25 @@ impl MacroKind {
                 "path",
                 "partition_cols",
                 "schema",
+                "quarantine",
             ],
             MacroKind::TemporaryView => &["name", "comment", "schema"],
         }
+    }
+
+    /// Every dataset/flow macro, in the order messages list them.
+    pub(crate) const ALL: [MacroKind; 5] = [
+        MacroKind::Table,
+        MacroKind::MaterializedView,
+        MacroKind::TemporaryView,
+        MacroKind::AppendFlow,
+        MacroKind::UpdateFlow,
+    ];
+
+    /// Whether `name` (the last segment of an attribute's path) names one
+    /// of the dataset/flow macros.
+    pub(crate) fn is_macro_name(name: &str) -> bool {
+        Self::ALL.iter().any(|kind| kind.name() == name)
     }
 
     /// Whether the macro declares a flow (as opposed to a dataset).
@@ -54,7 +77,7 @@ impl MacroKind {
                  for a one-time batch flow use #[append_flow(once = true)]"
                     .to_string(),
             ),
-            (MacroKind::TemporaryView, "format" | "path" | "partition_cols") => {
+            (MacroKind::TemporaryView, "format" | "path" | "partition_cols" | "quarantine") => {
                 Some(format!("temporary views are not stored; remove `{key}`"))
             }
             (MacroKind::AppendFlow, "import_checkpoint") => Some(
@@ -194,15 +217,13 @@ mod tests {
             MacroKind::TemporaryView.rejection("path").as_deref(),
             Some("temporary views are not stored; remove `path`")
         );
+        assert_eq!(
+            MacroKind::TemporaryView.rejection("quarantine").as_deref(),
+            Some("temporary views are not stored; remove `quarantine`")
+        );
         assert!(MacroKind::Table.rejection("target").is_some());
         assert!(MacroKind::AppendFlow.rejection("name").is_none());
-        for kind in [
-            MacroKind::AppendFlow,
-            MacroKind::UpdateFlow,
-            MacroKind::Table,
-            MacroKind::MaterializedView,
-            MacroKind::TemporaryView,
-        ] {
+        for kind in MacroKind::ALL {
             for key in kind.keys() {
                 assert!(kind.rejection(key).is_none(), "{key} on {}", kind.name());
             }

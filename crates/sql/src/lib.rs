@@ -3,7 +3,8 @@
 //!
 //! A file is split into statements at `;` (outside strings, quoted
 //! identifiers and comments); each statement becomes a [`Statement`]:
-//! streaming tables, materialized views, temporary and persisted views,
+//! streaming tables and materialized views (with their expectations,
+//! [`Constraint`]), temporary and persisted views,
 //! flows (`INSERT INTO ... BY NAME` and `AUTO CDC INTO`), `SET` and `RESET`.
 //! Every bad statement yields one [`SqlError`]; all of them are returned.
 //!

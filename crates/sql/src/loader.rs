@@ -11,7 +11,9 @@ use pipelines_core::library::{
     LibraryDeclarations, LibraryFile, LibraryLoader, LibraryRegistration,
 };
 use pipelines_core::registry::FlowKind;
-use pipelines_core::{DatasetDef, DatasetType, Diagnostic, FlowDef, Origin, Query as FlowQuery};
+use pipelines_core::{
+    DatasetDef, DatasetType, Diagnostic, Expectation, FlowDef, Origin, Query as FlowQuery,
+};
 
 use crate::statement::*;
 use crate::SqlError;
@@ -73,7 +75,8 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                 let Some(name) = one_part(&t.table.name, &at, &mut problems) else {
                     continue;
                 };
-                let table = table_def(&name, DatasetType::StreamingTable, &t.table, at.clone());
+                let mut table = table_def(&name, DatasetType::StreamingTable, &t.table, at.clone());
+                add_expectations(&mut table, &t.table, &origin, &mut problems);
                 match &t.source {
                     None => out.datasets.push(table),
                     Some(StreamingTableSource::Query(q)) => {
@@ -89,7 +92,8 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                 let Some(name) = one_part(&mv.table.name, &at, &mut problems) else {
                     continue;
                 };
-                let view = table_def(&name, DatasetType::MaterializedView, &mv.table, at);
+                let mut view = table_def(&name, DatasetType::MaterializedView, &mv.table, at);
+                add_expectations(&mut view, &mv.table, &origin, &mut problems);
                 defined(&mut out, &mut problems, view, &mv.query, &conf);
             }
             Statement::View(v) => {
@@ -229,6 +233,49 @@ fn table_def(name: &str, kind: DatasetType, t: &TableDef, origin: Option<Origin>
         comment: t.comment.clone(),
         origin,
         ..DatasetDef::default()
+    }
+}
+
+/// The expectations of a table's column list (`CONSTRAINT name EXPECT
+/// (...)`), each declared at its `CONSTRAINT`, and its quarantine (`ON
+/// VIOLATION QUARANTINE TO q`, which drops the row into `q`): a dataset has
+/// one, so two different ones are a problem.
+fn add_expectations(
+    dataset: &mut DatasetDef,
+    t: &TableDef,
+    origin: impl Fn(Span) -> Option<Origin>,
+    problems: &mut Vec<Diagnostic>,
+) {
+    for c in &t.constraints {
+        let at = origin(c.span);
+        dataset.expectations.push(
+            Expectation::new(c.name.value.clone(), c.condition.clone(), c.action).at(at.clone()),
+        );
+        let Some(target) = &c.quarantine else {
+            continue;
+        };
+        let Some(target) = one_part(target, &at, problems) else {
+            continue;
+        };
+        if let Some(first) = &dataset.quarantine {
+            if *first != target {
+                problems.push(
+                    Diagnostic::new(format!(
+                        "`{}` quarantines rows to both `{first}` and `{target}`; a dataset has \
+                         one quarantine",
+                        dataset.name
+                    ))
+                    .origin(at)
+                    .help(format!(
+                        "send every quarantined row of `{}` to one table: \
+                         `ON VIOLATION QUARANTINE TO {first}`",
+                        dataset.name
+                    )),
+                );
+            }
+        } else {
+            dataset.quarantine = Some(target);
+        }
     }
 }
 

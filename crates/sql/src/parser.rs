@@ -1,6 +1,8 @@
 //! The SDP statement headers, read from the lexer's tokens; queries and
 //! expressions are handed to [`crate::query`].
 
+use pipelines_core::ExpectationAction;
+
 use crate::cursor::{describe, properties, Ctx, Cursor, PResult};
 use crate::error::SqlError;
 use crate::lexer::{unquote_ident, unquote_string, Kind, Token};
@@ -444,14 +446,19 @@ fn partition_columns(c: &mut Cursor<'_>) -> PResult<Vec<Ident>> {
     }
 }
 
-/// `(col type [NOT NULL] [COMMENT '...'], ...)` of a dataset.
-fn table_columns(c: &mut Cursor<'_>) -> PResult<Vec<ColumnDef>> {
+/// The shape of an expectation, for messages.
+const EXPECTATION_SHAPE: &str =
+    "`CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE | QUARANTINE TO table]`";
+
+/// `(col type [NOT NULL] [COMMENT '...'], CONSTRAINT name EXPECT (...), ...)`
+/// of a dataset: its columns and its expectations, in any order.
+fn table_columns(c: &mut Cursor<'_>) -> PResult<(Vec<ColumnDef>, Vec<Constraint>)> {
     c.i += 1; // (
     let mut cols = Vec::new();
+    let mut constraints = Vec::new();
     if c.eat_punct(")") {
-        return Ok(cols);
+        return Ok((cols, constraints));
     }
-    const CONSTRAINTS: &[&str] = &["CONSTRAINT", "PRIMARY", "FOREIGN", "CHECK", "UNIQUE"];
     const STOP: &[&str] = &[
         "NOT",
         "NULL",
@@ -466,14 +473,22 @@ fn table_columns(c: &mut Cursor<'_>) -> PResult<Vec<ColumnDef>> {
         "MASK",
     ];
     loop {
-        if let Some(t) = c
-            .peek()
-            .filter(|t| CONSTRAINTS.iter().any(|k| c.is_kw(Some(t), k)))
-        {
-            return Err(c.cx.err(
-                t.start,
-                "table constraints are not supported in a pipeline dataset's column list",
-                Some("declare columns only: `name type [NOT NULL] [COMMENT '...']`".into()),
+        if let Some(t) = refused_constraint_at(c) {
+            return Err(refused_constraint(c, t));
+        }
+        if c.at_kw("CONSTRAINT") {
+            let constraint = expectation(c)?;
+            let name = constraint.name.value.clone();
+            constraints.push(constraint);
+            if c.eat_punct(",") {
+                continue;
+            }
+            if c.eat_punct(")") {
+                return Ok((cols, constraints));
+            }
+            return Err(c.expected(
+                &format!("`)` or `,` after expectation `{name}`"),
+                Some(format!("an expectation is {EXPECTATION_SHAPE}")),
             ));
         }
         let name = c.ident("a column name")?;
@@ -521,13 +536,19 @@ fn table_columns(c: &mut Cursor<'_>) -> PResult<Vec<ColumnDef>> {
                 c.i += 1;
                 col.comment = Some(c.string("a string after COMMENT")?);
             } else if let Some(t) = c.peek().filter(|t| t.kind == Kind::Word) {
+                let help = if c.is_kw(Some(t), "CONSTRAINT") {
+                    "an expectation is its own entry of the column list: put a `,` before `CONSTRAINT`"
+                        .to_string()
+                } else {
+                    "a column is `name type [NOT NULL] [COMMENT '...']`".to_string()
+                };
                 return Err(c.cx.err(
                     t.start,
                     format!(
                         "`{}` is not supported in a column definition",
                         c.text(t).to_ascii_uppercase()
                     ),
-                    Some("a column is `name type [NOT NULL] [COMMENT '...']`".into()),
+                    Some(help),
                 ));
             } else {
                 break;
@@ -538,8 +559,152 @@ fn table_columns(c: &mut Cursor<'_>) -> PResult<Vec<ColumnDef>> {
             continue;
         }
         c.expect_punct(")", "or `,` after a column definition")?;
-        return Ok(cols);
+        return Ok((cols, constraints));
     }
+}
+
+/// The current token when it starts a SQL table constraint a pipeline does
+/// not support: `PRIMARY KEY`, `FOREIGN KEY`, `CHECK (...)`, `UNIQUE (...)`.
+fn refused_constraint_at<'a>(c: &Cursor<'a>) -> Option<&'a Token> {
+    let t = c.peek()?;
+    let next = c.peek_at(1);
+    let refused = ((c.is_kw(Some(t), "PRIMARY") || c.is_kw(Some(t), "FOREIGN"))
+        && c.is_kw(next, "KEY"))
+        || ((c.is_kw(Some(t), "CHECK") || c.is_kw(Some(t), "UNIQUE")) && c.is_punct(next, "("));
+    refused.then_some(t)
+}
+
+/// The error for a SQL table constraint at `t` (see [`refused_constraint_at`]).
+fn refused_constraint(c: &Cursor<'_>, t: &Token) -> Box<SqlError> {
+    let word = c.text(t).to_ascii_uppercase();
+    let kind = if word == "PRIMARY" || word == "FOREIGN" {
+        format!("{word} KEY")
+    } else {
+        word
+    };
+    let help = if kind == "CHECK" {
+        format!("write the check as an expectation: {EXPECTATION_SHAPE}")
+    } else {
+        format!(
+            "a pipeline dataset's column list declares columns and expectations only; \
+             an expectation is {EXPECTATION_SHAPE}"
+        )
+    };
+    c.cx.err(
+        t.start,
+        format!("`{kind}` constraints are not supported in a pipeline dataset's column list"),
+        Some(help),
+    )
+}
+
+/// `CONSTRAINT name EXPECT (condition) [ON VIOLATION ...]`, at `CONSTRAINT`.
+fn expectation(c: &mut Cursor<'_>) -> PResult<Constraint> {
+    let span = c.span_here();
+    let shape_help = || Some(format!("an expectation is {EXPECTATION_SHAPE}"));
+    c.i += 1; // CONSTRAINT
+    if let Some(t) = refused_constraint_at(c) {
+        return Err(refused_constraint(c, t));
+    }
+    let named = c
+        .peek()
+        .is_some_and(|t| matches!(t.kind, Kind::Word | Kind::QuotedIdent))
+        && !(c.at_kw("EXPECT") && c.is_punct(c.peek_at(1), "("));
+    if !named {
+        return Err(c.expected("a name after CONSTRAINT", shape_help()));
+    }
+    let name = c.ident("a name after CONSTRAINT")?;
+    // `CONSTRAINT name PRIMARY KEY (...)`, `CONSTRAINT name CHECK (...)`, ...
+    if let Some(t) = c.peek().filter(|t| {
+        ["PRIMARY", "FOREIGN", "CHECK", "UNIQUE"]
+            .iter()
+            .any(|k| c.is_kw(Some(t), k))
+    }) {
+        return Err(refused_constraint(c, t));
+    }
+    if !c.eat_kw("EXPECT") {
+        return Err(c.expected(
+            &format!("EXPECT after the constraint name `{}`", name.value),
+            shape_help(),
+        ));
+    }
+    if !c.at_punct("(") {
+        return Err(c.expected(
+            "`(` after EXPECT",
+            Some(format!(
+                "the condition is written in parentheses: `CONSTRAINT {} EXPECT (id IS NOT NULL)`",
+                name.value
+            )),
+        ));
+    }
+    let open = c.i;
+    let close = c.skip_parens()?;
+    if close == open + 1 {
+        return Err(c.cx.err(
+            c.toks[open].start,
+            format!("the condition of expectation `{}` is empty", name.value),
+            Some(format!(
+                "write the condition good rows meet: `CONSTRAINT {} EXPECT (id IS NOT NULL)`",
+                name.value
+            )),
+        ));
+    }
+    let (first, last) = (c.toks[open + 1], c.toks[close - 1]);
+    let condition = c.cx.src.slice(first.start, last.end).trim().to_string();
+    let condition_span = c.span_of(&first);
+    query::check_expr(c.cx, &condition, condition_span)?;
+    let mut action = ExpectationAction::Warn;
+    let mut quarantine = None;
+    if c.at_kw("ON") {
+        c.i += 1;
+        let actions_help = || {
+            Some(
+                "write `ON VIOLATION DROP ROW` (drop the row), `ON VIOLATION FAIL UPDATE` (stop \
+                 the update) or `ON VIOLATION QUARANTINE TO table` (drop the row into a table); \
+                 without ON VIOLATION a failing row is kept and counted"
+                    .to_string(),
+            )
+        };
+        if !c.eat_kw("VIOLATION") {
+            return Err(c.expected("VIOLATION after ON", actions_help()));
+        }
+        if c.at_kws(&["DROP", "ROW"]) {
+            c.i += 2;
+            action = ExpectationAction::Drop;
+        } else if c.at_kws(&["FAIL", "UPDATE"]) {
+            c.i += 2;
+            action = ExpectationAction::Fail;
+        } else if c.at_kws(&["QUARANTINE", "TO"]) {
+            c.i += 2;
+            if !c
+                .peek()
+                .is_some_and(|t| matches!(t.kind, Kind::Word | Kind::QuotedIdent))
+            {
+                return Err(c.expected(
+                    "a table name after QUARANTINE TO",
+                    Some(format!(
+                        "name the table or sink that receives the rows: \
+                         `ON VIOLATION QUARANTINE TO {}_quarantine`",
+                        name.value
+                    )),
+                ));
+            }
+            action = ExpectationAction::Drop;
+            quarantine = Some(c.name("a table name after QUARANTINE TO")?);
+        } else {
+            return Err(c.expected(
+                "DROP ROW, FAIL UPDATE or QUARANTINE TO table after ON VIOLATION",
+                actions_help(),
+            ));
+        }
+    }
+    Ok(Constraint {
+        span,
+        name,
+        condition,
+        condition_span,
+        action,
+        quarantine,
+    })
 }
 
 /// After `CREATE [OR REFRESH] STREAMING TABLE` / `MATERIALIZED VIEW`.
@@ -557,11 +722,11 @@ fn dataset(c: &mut Cursor<'_>, span: Span, streaming: bool) -> PResult<Statement
     };
     let name = c.name(&format!("a table name after {what}"))?;
     let mut after = "the table name";
-    let columns = if c.at_punct("(") {
+    let (columns, constraints) = if c.at_punct("(") {
         after = "the column list";
         table_columns(c)?
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let mut cl = Clauses::default();
     clauses(
@@ -575,6 +740,7 @@ fn dataset(c: &mut Cursor<'_>, span: Span, streaming: bool) -> PResult<Statement
         name,
         if_not_exists,
         columns,
+        constraints,
         using: cl.using,
         comment: cl.comment,
         partitioned_by: cl.partitioned_by.unwrap_or_default(),
@@ -660,6 +826,24 @@ fn view(c: &mut Cursor<'_>, span: Span, temporary: bool) -> PResult<View> {
     if c.eat_punct("(") {
         after = "the column list";
         loop {
+            if c.at_kw("CONSTRAINT") {
+                let views = if temporary {
+                    "temporary views"
+                } else {
+                    "views"
+                };
+                return Err(c.cx.err(
+                    c.here(),
+                    format!(
+                        "expectations on {views} are not supported; declare them on the streaming \
+                         table or materialized view that reads the view"
+                    ),
+                    Some(format!(
+                        "move the CONSTRAINT into the column list of `CREATE STREAMING TABLE` or \
+                         `CREATE MATERIALIZED VIEW`; an expectation is {EXPECTATION_SHAPE}"
+                    )),
+                ));
+            }
             let col = c.ident("a column name")?;
             let comment = if c.eat_kw("COMMENT") {
                 Some(c.string("a string after COMMENT")?)

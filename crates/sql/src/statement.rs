@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use pipelines_core::ExpectationAction;
+
 /// A position in a file: 1-based line and 1-based column, counted in
 /// characters (a tab is one column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -130,7 +132,7 @@ impl Statement {
 }
 
 /// What a streaming table and a materialized view declare about the table
-/// itself: `name [(columns)] [USING format] [COMMENT '...']
+/// itself: `name [(columns and expectations)] [USING format] [COMMENT '...']
 /// [PARTITIONED BY (...)] [TBLPROPERTIES (...)]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableDef {
@@ -142,6 +144,9 @@ pub struct TableDef {
     pub if_not_exists: bool,
     /// The declared columns (empty when no column list was written).
     pub columns: Vec<ColumnDef>,
+    /// The expectations of the column list (`CONSTRAINT name EXPECT (...)`),
+    /// in file order.
+    pub constraints: Vec<Constraint>,
     /// `USING format`.
     pub using: Option<Ident>,
     /// `COMMENT '...'`, unquoted.
@@ -164,6 +169,29 @@ pub struct ColumnDef {
     pub not_null: bool,
     /// `COMMENT '...'`, unquoted.
     pub comment: Option<String>,
+}
+
+/// A data-quality expectation of a table's column list, as Lakeflow writes
+/// it: `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW |
+/// ON VIOLATION FAIL UPDATE | ON VIOLATION QUARANTINE TO table]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    /// Where `CONSTRAINT` starts.
+    pub span: Span,
+    /// The expectation's name, as written.
+    pub name: Ident,
+    /// The condition: the SQL text between the outer parentheses, as
+    /// written, trimmed.
+    pub condition: String,
+    /// Where the condition starts (its first token).
+    pub condition_span: Span,
+    /// What a failing row does: [`ExpectationAction::Warn`] without
+    /// `ON VIOLATION`, [`ExpectationAction::Drop`] for `DROP ROW` and
+    /// `QUARANTINE TO`, [`ExpectationAction::Fail`] for `FAIL UPDATE`.
+    pub action: ExpectationAction,
+    /// The table or sink of `ON VIOLATION QUARANTINE TO table`, which
+    /// receives the dropped rows.
+    pub quarantine: Option<Name>,
 }
 
 /// A `key = value` pair of `TBLPROPERTIES` or of a read's `WITH (...)`

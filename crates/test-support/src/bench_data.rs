@@ -203,6 +203,16 @@ pub fn timed_run(
     fsync: bool,
     query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
 ) -> Result<(f64, FlowSummary)> {
+    timed_run_checked(work, fsync, &[], query)
+}
+
+/// [`timed_run`] with `expectations` on the output table.
+pub fn timed_run_checked(
+    work: &Path,
+    fsync: bool,
+    expectations: &[dp::Expectation],
+    query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+) -> Result<(f64, FlowSummary)> {
     let storage = work.join("storage");
     let _ = std::fs::remove_dir_all(&storage);
     let p = dp::Pipeline::new()
@@ -211,6 +221,7 @@ pub fn timed_run(
             "out",
             dp::TableOptions {
                 format: Some("parquet".into()),
+                expectations: expectations.to_vec(),
                 ..Default::default()
             },
         );

@@ -11,14 +11,15 @@
 //! [`sinks`] (implementations), [`checkpoint`] (offset/commit logs and the
 //! query shape), [`exec`] (a flow's plan over one batch, with its stateful operators),
 //! [`state`] (the versioned state store of a stateful operator), [`runtime`] (the
-//! query loop, triggers, the pipeline run) and [`progress`] (per-batch
-//! progress and the event log).
+//! query loop, triggers, the pipeline run), [`quality`] (expectations applied
+//! to each batch's rows) and [`progress`] (per-batch progress and the event log).
 
 pub mod checkpoint;
 pub mod connectors;
 pub mod exec;
 pub mod fault;
 pub mod progress;
+pub mod quality;
 pub mod runtime;
 pub mod sink;
 pub mod sinks;

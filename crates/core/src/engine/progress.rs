@@ -96,13 +96,17 @@ pub struct BatchProgress {
     /// (e.g. "38 files left").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+    /// The expectations' counts, when the flow has expectations (Lakeflow's
+    /// `flow_progress.data_quality`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_quality: Option<crate::engine::quality::DataQuality>,
 }
 
 impl BatchProgress {
     /// The compact one-line form shown on a terminal.
     pub fn compact_line(&self) -> String {
         format!(
-            "{:<20} batch {:>5}  {:>9} rows  {:>12} rows/s  {:>8.1} ms{}{}{}",
+            "{:<20} batch {:>5}  {:>9} rows  {:>12} rows/s  {:>8.1} ms{}{}{}{}",
             self.flow,
             self.batch_id,
             self.num_input_rows,
@@ -124,6 +128,10 @@ impl BatchProgress {
                     (false, l) => format!("  state {state}  late {l}"),
                 }
             },
+            self.data_quality
+                .as_ref()
+                .map(|q| format!("  {}", q.summary()))
+                .unwrap_or_default(),
             match &self.backlog {
                 Some(b) => format!("  {b}{}", if self.replayed { "  (replayed)" } else { "" }),
                 None if self.replayed => "  (replayed)".to_string(),

@@ -28,6 +28,7 @@ use crate::engine::checkpoint::{
 use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
 use crate::engine::exec::{BatchContext, CompiledPlan};
 use crate::engine::progress::{BatchProgress, PhaseDurations, ProgressReporter, SourceProgress};
+use crate::engine::quality::QualityChecks;
 use crate::engine::sink::{Sink, SinkContext};
 use crate::engine::source::{Offset, Source, SourceContext};
 use crate::error::{Error, Result};
@@ -465,6 +466,10 @@ struct StreamingQuery {
     mode: OutputMode,
     /// Where rows dropped as late go (`pipelines.lateRowsTo`).
     late_sink: Option<Box<dyn Sink>>,
+    /// The flow's expectations, compiled for its output rows.
+    quality: Option<QualityChecks>,
+    /// Where rows failing a drop-expectation go (the quarantine).
+    quarantine_sink: Option<Box<dyn Sink>>,
     last_batch_start: Option<Instant>,
     /// `batchTimestampMs` of the batch about to run (written to, or read
     /// back from, its `offsets/N`): what `current_timestamp()` gives.
@@ -744,6 +749,15 @@ impl StreamingQuery {
         let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
         let sink_description = sink.describe();
         let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
+        let quarantine_sink = open_quarantine_sink(graph, flow, opts, checkpoint.query_id())?;
+        let quality = QualityChecks::compile(
+            name,
+            &target.def.name,
+            &target.def.subject(),
+            &flow.expectations,
+            &flow.schema,
+            quarantine_sink.is_some(),
+        )?;
         push_down(&mut leaves, &compiled, late_sink.is_some());
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
@@ -764,6 +778,8 @@ impl StreamingQuery {
             last_batch_watermark_ms: 0,
             mode: flow.output_mode,
             late_sink,
+            quality,
+            quarantine_sink,
             last_batch_start: None,
             batch_timestamp_ms: 0,
             summary: FlowSummary {
@@ -973,7 +989,15 @@ impl StreamingQuery {
             self.tracker.observe(*op, *max, *delay);
         }
         let next_watermark_ms = self.tracker.advance();
-        let output = result.rows;
+        // Expectations: a failed fail-expectation stops here, before any
+        // sink sees the batch.
+        let (output, quarantined, data_quality) = match &self.quality {
+            Some(q) => {
+                let checked = q.apply(n, std::mem::take(&mut result.rows))?;
+                (checked.rows, checked.quarantined, Some(checked.quality))
+            }
+            None => (std::mem::take(&mut result.rows), Vec::new(), None),
+        };
         let exec_done = Instant::now();
         durations.execute = ms(exec_done - read_done);
         let output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
@@ -984,6 +1008,11 @@ impl StreamingQuery {
             let late_rows = std::mem::take(&mut result.late_rows);
             if !late_rows.is_empty() {
                 late.add_batch(n, late_rows, OutputMode::Append)?;
+            }
+        }
+        if let Some(quarantine) = self.quarantine_sink.as_mut() {
+            if !quarantined.is_empty() {
+                quarantine.add_batch(n, quarantined, OutputMode::Append)?;
             }
         }
         let sink_done = Instant::now();
@@ -1047,6 +1076,7 @@ impl StreamingQuery {
             sink_skipped_replay: write.skipped_replay,
             backlog: self.backlog(),
             state_operators: result.state_operators,
+            data_quality,
         };
         self.reporter.report(&progress)?;
         self.summary.batches += 1;
@@ -1266,6 +1296,29 @@ fn open_late_sink(
         ));
     }
     let ctx = sink_context(graph, flow, dataset, opts, query_id)?;
+    let foreach = crate::engine::sinks::foreach_batch_fn(&dataset.def.name);
+    Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
+}
+
+/// Opens the flow's quarantine (its rows failing a drop-expectation, plus
+/// their failed expectations' names), when it has one.
+fn open_quarantine_sink(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    opts: &RunOptions,
+    query_id: &str,
+) -> Result<Option<Box<dyn Sink>>> {
+    let Some(name) = &flow.quarantine else {
+        return Ok(None);
+    };
+    let Some(dataset) = graph.datasets.get(name) else {
+        return Err(Error::runtime(format!(
+            "flow `{}`: its quarantine `{name}` is not declared",
+            flow.def.name
+        )));
+    };
+    let mut ctx = sink_context(graph, flow, dataset, opts, query_id)?;
+    ctx.schema = crate::engine::quality::quarantine_schema_of(&flow.schema);
     let foreach = crate::engine::sinks::foreach_batch_fn(&dataset.def.name);
     Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
 }

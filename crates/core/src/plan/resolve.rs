@@ -837,7 +837,7 @@ fn check_expr_type(
 
 /// A SQL condition over `schema` (an expectation's), type-checked alone:
 /// the expression without its alias, and its type. `what` names it in
-/// errors ("the condition of expectation `x`").
+/// errors ("the condition `x > 0` of expectation `positive`").
 pub fn resolve_condition(
     sql: &str,
     schema: &arrow::datatypes::Schema,
@@ -846,22 +846,25 @@ pub fn resolve_condition(
     let df = DFSchema::try_from(schema.clone())
         .map_err(|e| PlanError::new(format!("{what}: {}", clean_message(&e))))?;
     let text = ColumnExpr::Sql(sql.trim().to_string());
-    let e = to_expr(&text, &df, what)?.unalias();
+    let e = to_expr_in(&text, &df, what)?.unalias();
     let input = LogicalPlan::EmptyRelation(datafusion::logical_expr::EmptyRelation {
         produce_one_row: false,
         schema: Arc::new(df.clone()),
     });
     check_expr_type(&input, &e, what, &text)?;
-    let t = e
-        .get_type(&df)
-        .map_err(|err| df_error(err, &format!("{what} `{text}`"), &df))?;
+    let t = e.get_type(&df).map_err(|err| df_error(err, what, &df))?;
     Ok((e, t))
 }
 
 /// Turns a [`ColumnExpr`] into an [`Expr`] over `schema`, checking column
 /// references and window time columns.
 fn to_expr(ce: &ColumnExpr, schema: &DFSchema, op: &str) -> Result<Expr, PlanError> {
-    let ctx = format!("{op} `{ce}`");
+    to_expr_in(ce, schema, &format!("{op} `{ce}`"))
+}
+
+/// [`to_expr`], with `ctx` naming the expression in errors.
+fn to_expr_in(ce: &ColumnExpr, schema: &DFSchema, ctx: &str) -> Result<Expr, PlanError> {
+    let ctx = ctx.to_string();
     let e = match ce {
         ColumnExpr::Expr(e) => e.clone(),
         ColumnExpr::Sql(sql) => {

@@ -99,8 +99,26 @@ pub struct TableSpec {
     pub comment: Option<String>,
     /// An explicit schema, as a DDL string (`"id BIGINT, name STRING"`).
     pub schema: Option<String>,
+    /// Data-quality expectations (`expectations:`), in order.
+    pub expectations: Vec<ExpectationSpec>,
+    /// Where rows failing a drop-expectation go (`quarantine:`).
+    pub quarantine: Option<String>,
     /// 1-based line of the table's key in the spec.
     pub line: Option<usize>,
+}
+
+/// One entry of a table's `expectations:` list:
+/// `{ name: positive, condition: "amount > 0", action: drop }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectationSpec {
+    /// The expectation's name.
+    pub name: String,
+    /// Its SQL boolean condition.
+    pub condition: String,
+    /// `warn` (the default), `drop` or `fail`.
+    pub action: crate::expectations::ExpectationAction,
+    /// 1-based line of the entry.
+    pub line: usize,
 }
 
 /// Settings of one sink (an external target that flows write to).

@@ -6,11 +6,12 @@ use std::path::Path;
 use super::trigger::{check_real_time_interval, TriggerKind};
 use super::yaml::{self, Node, ScalarKind, Value};
 use super::{
-    join_key, FlowSpec, LibrarySpec, PipelineSpec, SinkSpec, SpecError, SpecErrorKind, TableSpec,
-    Trigger, TRIGGER_CONF_KEY, TRIGGER_INTERVAL_CONF_KEY,
+    join_key, ExpectationSpec, FlowSpec, LibrarySpec, PipelineSpec, SinkSpec, SpecError,
+    SpecErrorKind, TableSpec, Trigger, TRIGGER_CONF_KEY, TRIGGER_INTERVAL_CONF_KEY,
 };
 use crate::duration::parse_interval;
 use crate::error::PlanError;
+use crate::expectations::ExpectationAction;
 
 const TOP_FIELDS: &[&str] = &[
     "name",
@@ -31,7 +32,10 @@ const TABLE_FIELDS: &[&str] = &[
     "partition_cols",
     "comment",
     "schema",
+    "expectations",
+    "quarantine",
 ];
+const EXPECTATION_FIELDS: &[&str] = &["name", "condition", "action"];
 const SINK_FIELDS: &[&str] = &["format", "options", "merge_keys", "comment"];
 const FLOW_FIELDS: &[&str] = &["trigger", "options"];
 const TRIGGER_KINDS: &[&str] = &[
@@ -261,10 +265,87 @@ impl Ctx<'_> {
                 }
                 "comment" => t.comment = self.opt_string(value, &p)?,
                 "schema" => t.schema = self.opt_string(value, &p)?,
+                "expectations" => t.expectations = self.expectations(value, &p)?,
+                "quarantine" => t.quarantine = self.opt_string(value, &p)?,
                 _ => {}
             }
         }
         Ok(t)
+    }
+
+    /// A table's `expectations:`: a list of `{ name, condition, action }`.
+    fn expectations(&mut self, node: &Node, path: &str) -> R<Vec<ExpectationSpec>> {
+        const EXAMPLE: &str =
+            "write `expectations: [{ name: positive, condition: \"amount > 0\", action: drop }]`";
+        let items = match &node.value {
+            Value::Seq(items) => items,
+            _ if node.is_null() => return Ok(Vec::new()),
+            _ => {
+                return Err(self
+                    .wrong_type(node, path, "a list of expectations")
+                    .with_help(EXAMPLE))
+            }
+        };
+        let mut out: Vec<ExpectationSpec> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let entries = self.entries(item, &p, "a map with `name` and `condition`", EXAMPLE)?;
+            self.check_fields(&entries, EXPECTATION_FIELDS, &format!(" in `{p}`"))?;
+            let (mut name, mut condition, mut action) = (None, None, None);
+            for (key, _, value) in &entries {
+                let vp = join_key(&p, key);
+                match key.as_str() {
+                    "name" => name = Some(self.string(value, &vp)?),
+                    "condition" => condition = Some(self.string(value, &vp)?),
+                    "action" => {
+                        let text = self.string(value, &vp)?;
+                        let parsed = ExpectationAction::parse(&text).ok_or_else(|| {
+                            let names: Vec<&str> =
+                                ExpectationAction::ALL.iter().map(|a| a.name()).collect();
+                            let err = self.invalid(
+                                value.line,
+                                format!(
+                                    "`{vp}` is `{text}`, expected one of {}",
+                                    backticked(&names)
+                                ),
+                            );
+                            match did_you_mean(&text, &names) {
+                                Some(s) => err.with_help(format!("did you mean `{s}`?")),
+                                None => err.with_help(
+                                    "warn keeps failing rows, drop removes them, fail stops the flow",
+                                ),
+                            }
+                        })?;
+                        action = Some(parsed);
+                    }
+                    _ => {}
+                }
+            }
+            let missing = |field: &str| {
+                self.invalid(item.line, format!("missing field `{field}` in `{p}`"))
+                    .with_help(EXAMPLE)
+            };
+            let name = name.ok_or_else(|| missing("name"))?;
+            let condition = condition.ok_or_else(|| missing("condition"))?;
+            if let Some(first) = out.iter().find(|e| e.name == name) {
+                return Err(self
+                    .invalid(
+                        item.line,
+                        format!(
+                            "expectation `{name}` is listed twice in `{path}` (first at line {})",
+                            first.line
+                        ),
+                    )
+                    .with_help("give each expectation of a table its own name"));
+            }
+            out.push(ExpectationSpec {
+                name,
+                condition,
+                action: action.unwrap_or(ExpectationAction::Warn),
+                line: item.line,
+            });
+        }
+        Ok(out)
     }
 
     fn sink(&mut self, name: &str, line: usize, node: &Node) -> R<SinkSpec> {

@@ -45,7 +45,7 @@ fn unknown_field_in_a_table() {
             "{HEAD}tables:\n  raw:\n    format: delta\n    partitionCols: [day]\n"
         )),
         "pipeline.yml:6: unknown field `partitionCols` in table `raw`, expected one of \
-         `format`, `path`, `options`, `partition_cols`, `comment`, `schema`\n  \
+         `format`, `path`, `options`, `partition_cols`, `comment`, `schema`, `expectations`, `quarantine`\n  \
          help: did you mean `partition_cols`?"
     );
     assert_eq!(
@@ -427,5 +427,58 @@ fn spec_errors_convert_to_diagnostics_and_framework_errors() {
         "error: pipeline.yml:1: missing field `storage`\n  help: add e.g. \
          `storage: ./pipeline-storage` (checkpoints, the event log and tables without a \
          path go there)"
+    );
+}
+
+#[test]
+fn table_expectations_parse_with_their_lines_and_bad_ones_are_named() {
+    let spec = spec::parse_str(
+        &format!(
+            "{HEAD}tables:\n  orders:\n    quarantine: bad\n    expectations:\n      - {{ name: a, condition: x > 0 }}\n      - name: b\n        condition: y IS NOT NULL\n        action: Drop\n"
+        ),
+        Path::new("pipeline.yml"),
+    )
+    .unwrap();
+    let t = &spec.tables["orders"];
+    assert_eq!(t.quarantine.as_deref(), Some("bad"));
+    let got: Vec<(String, String, &str, usize)> = t
+        .expectations
+        .iter()
+        .map(|e| (e.name.clone(), e.condition.clone(), e.action.name(), e.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a".to_string(), "x > 0".to_string(), "warn", 7),
+            ("b".to_string(), "y IS NOT NULL".to_string(), "drop", 8),
+        ]
+    );
+    assert_eq!(
+        err(&format!(
+            "{HEAD}tables:\n  t:\n    expectations:\n      - {{ name: a, condition: x > 0, action: dorp }}\n"
+        )),
+        "pipeline.yml:6: `tables.t.expectations[0].action` is `dorp`, expected one of `warn`, `drop`, `fail`\n  \
+         help: did you mean `drop`?"
+    );
+    assert_eq!(
+        err(&format!(
+            "{HEAD}tables:\n  t:\n    expectations:\n      - {{ name: a }}\n"
+        )),
+        "pipeline.yml:6: missing field `condition` in `tables.t.expectations[0]`\n  \
+         help: write `expectations: [{ name: positive, condition: \"amount > 0\", action: drop }]`"
+    );
+    assert_eq!(
+        err(&format!(
+            "{HEAD}tables:\n  t:\n    expectations:\n      - {{ name: a, condition: x > 0 }}\n      - {{ name: a, condition: y > 0 }}\n"
+        )),
+        "pipeline.yml:7: expectation `a` is listed twice in `tables.t.expectations` (first at line 6)\n  \
+         help: give each expectation of a table its own name"
+    );
+    assert_eq!(
+        err(&format!(
+            "{HEAD}tables:\n  t:\n    expectations:\n      - {{ name: a, conditon: x > 0 }}\n"
+        )),
+        "pipeline.yml:6: unknown field `conditon` in `tables.t.expectations[0]`, expected one of `name`, `condition`, `action`\n  \
+         help: did you mean `condition`?"
     );
 }

@@ -57,6 +57,7 @@ fn full_example_parses_with_lines() {
             comment: Some("raw logs".into()),
             schema: None,
             line: Some(7),
+            ..TableSpec::default()
         }
     );
 

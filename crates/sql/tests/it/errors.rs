@@ -477,3 +477,165 @@ error: transformations/flows.sql:1:1: expected a statement, found `-`
         )
     );
 }
+
+/// The rendering of an error on the first line of `text`, at `column`.
+fn on_line_one(text: &str, column: usize, message: &str, help: &str) -> String {
+    format!(
+        "error: {FILE}:1:{column}: {message}\n  |\n1 | {text}\n  | {}^\n  help: {help}",
+        " ".repeat(column - 1)
+    )
+}
+
+const EXPECTATION_SHAPE: &str =
+    "`CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE | QUARANTINE TO table]`";
+
+#[test]
+fn sql_table_constraints_are_refused() {
+    assert_eq!(
+        error("CREATE STREAMING TABLE t (id INT, CONSTRAINT c CHECK (id > 0))"),
+        "\
+error: transformations/flows.sql:1:48: `CHECK` constraints are not supported in a pipeline dataset's column list
+  |
+1 | CREATE STREAMING TABLE t (id INT, CONSTRAINT c CHECK (id > 0))
+  |                                                ^
+  help: write the check as an expectation: `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE | QUARANTINE TO table]`"
+    );
+    let not_supported = |kind: &str| {
+        format!("`{kind}` constraints are not supported in a pipeline dataset's column list")
+    };
+    let columns_only = format!(
+        "a pipeline dataset's column list declares columns and expectations only; \
+         an expectation is {EXPECTATION_SHAPE}"
+    );
+    let text = "CREATE STREAMING TABLE t (PRIMARY KEY (id), id INT)";
+    assert_eq!(
+        error(text),
+        on_line_one(text, 27, &not_supported("PRIMARY KEY"), &columns_only)
+    );
+    let text = "CREATE STREAMING TABLE t (id INT, CONSTRAINT pk PRIMARY KEY (id))";
+    assert_eq!(
+        error(text),
+        on_line_one(text, 49, &not_supported("PRIMARY KEY"), &columns_only)
+    );
+    let text = "CREATE MATERIALIZED VIEW t (id INT, UNIQUE (id)) AS SELECT 1 AS id";
+    assert_eq!(
+        error(text),
+        on_line_one(text, 37, &not_supported("UNIQUE"), &columns_only)
+    );
+    // A constraint written inside a column definition.
+    let text = "CREATE STREAMING TABLE t (id INT CONSTRAINT c EXPECT (id > 0))";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            34,
+            "`CONSTRAINT` is not supported in a column definition",
+            "an expectation is its own entry of the column list: put a `,` before `CONSTRAINT`"
+        )
+    );
+}
+
+#[test]
+fn expectation_syntax_errors() {
+    let shape = format!("an expectation is {EXPECTATION_SHAPE}");
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT (id > 0) ON VIOLATION IGNORE)";
+    assert_eq!(
+        error(text),
+        "\
+error: transformations/flows.sql:1:69: expected DROP ROW, FAIL UPDATE or QUARANTINE TO table after ON VIOLATION, found `IGNORE`
+  |
+1 | CREATE STREAMING TABLE t (CONSTRAINT c EXPECT (id > 0) ON VIOLATION IGNORE)
+  |                                                                     ^
+  help: write `ON VIOLATION DROP ROW` (drop the row), `ON VIOLATION FAIL UPDATE` (stop the update) or `ON VIOLATION QUARANTINE TO table` (drop the row into a table); without ON VIOLATION a failing row is kept and counted"
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT id > 0)";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            47,
+            "expected `(` after EXPECT, found `id`",
+            "the condition is written in parentheses: `CONSTRAINT c EXPECT (id IS NOT NULL)`"
+        )
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT ( ))";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            47,
+            "the condition of expectation `c` is empty",
+            "write the condition good rows meet: `CONSTRAINT c EXPECT (id IS NOT NULL)`"
+        )
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT (id > 0";
+    assert_eq!(
+        error(text),
+        on_line_one(text, 47, "this `(` is never closed", "add the matching `)`")
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c (id > 0))";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            40,
+            "expected EXPECT after the constraint name `c`, found `(`",
+            &shape
+        )
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT EXPECT (id > 0))";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            38,
+            "expected a name after CONSTRAINT, found `EXPECT`",
+            &shape
+        )
+    );
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT (id > 0) DROP ROW)";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            56,
+            "expected `)` or `,` after expectation `c`, found `DROP`",
+            &shape
+        )
+    );
+    // A condition that is not an expression is reported inside it.
+    let text = "CREATE STREAMING TABLE t (CONSTRAINT c EXPECT (id > ))";
+    let e = &parse_file(FILE, text).unwrap_err()[0];
+    assert_eq!(e.line, 1);
+    assert!(e.message.starts_with("expected an expression"), "{e}");
+}
+
+#[test]
+fn expectations_on_views_are_refused() {
+    let help = format!(
+        "move the CONSTRAINT into the column list of `CREATE STREAMING TABLE` or \
+         `CREATE MATERIALIZED VIEW`; an expectation is {EXPECTATION_SHAPE}"
+    );
+    let text = "CREATE TEMPORARY VIEW v (id, CONSTRAINT c EXPECT (id > 0)) AS SELECT 1 AS id";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            30,
+            "expectations on temporary views are not supported; declare them on the streaming \
+             table or materialized view that reads the view",
+            &help
+        )
+    );
+    let text = "CREATE VIEW v (CONSTRAINT c EXPECT (id > 0)) AS SELECT 1 AS id";
+    assert_eq!(
+        error(text),
+        on_line_one(
+            text,
+            16,
+            "expectations on views are not supported; declare them on the streaming table or \
+             materialized view that reads the view",
+            &help
+        )
+    );
+}

@@ -13,7 +13,9 @@ SET pipelines.trigger.interval = '10 seconds';
 CREATE OR REFRESH STREAMING TABLE bronze (
   id BIGINT NOT NULL COMMENT 'the id',
   ts TIMESTAMP,
-  payload STRUCT<a: INT, b: ARRAY<STRING>>
+  CONSTRAINT valid_id EXPECT (id IS NOT NULL AND (id > 0)) ON VIOLATION DROP ROW,
+  payload STRUCT<a: INT, b: ARRAY<STRING>>,
+  CONSTRAINT `recent ts` EXPECT (ts > '2020-01-01') ON VIOLATION QUARANTINE TO bad_bronze
 )
 COMMENT 'raw; as read'
 PARTITIONED BY (id)

@@ -107,6 +107,7 @@ AS SELECT * FROM STREAM(raw)";
                     comment: None,
                 },
             ],
+            constraints: vec![],
             using: Some(ident(text, "delta")),
             comment: Some("raw events".into()),
             partitioned_by: vec![ident(text, "day"), Ident::new("hour", at(text, "`hour`"))],
@@ -150,6 +151,7 @@ fn streaming_table_without_a_query() {
                 name: Name::new(["target"], at(text, "target")),
                 if_not_exists: false,
                 columns: vec![],
+                constraints: vec![],
                 using: None,
                 comment: None,
                 partitioned_by: vec![],
@@ -222,6 +224,7 @@ group by date(ts)";
                     comment: Some("rows".into()),
                 },
             ],
+            constraints: vec![],
             using: None,
             comment: Some("per day".into()),
             partitioned_by: vec![],
@@ -725,4 +728,115 @@ fn names_display_with_quotes_where_needed() {
         "a.`b c`.`x``y`"
     );
     assert_eq!(Span::new(3, 7).to_string(), "3:7");
+}
+
+#[test]
+fn expectations_in_a_streaming_table_column_list() {
+    let text = "\
+CREATE OR REFRESH STREAMING TABLE orders (
+  id BIGINT,
+  CONSTRAINT valid_id EXPECT (id IS NOT NULL),
+  CONSTRAINT positive EXPECT ( amount > 0 ) ON VIOLATION DROP ROW,
+  amount DECIMAL(10, 2) NOT NULL,
+  CONSTRAINT has_ts EXPECT (ts IS NOT NULL) on violation fail update,
+  CONSTRAINT `known kind` EXPECT (kind IN ('a', 'b') AND (n > 1)) ON VIOLATION QUARANTINE TO bad_orders
+) AS SELECT * FROM STREAM(raw_orders)";
+    let Statement::StreamingTable(st) = one(text) else {
+        panic!()
+    };
+    assert_eq!(
+        st.table.columns,
+        vec![
+            ColumnDef {
+                name: Ident::new("id", at(text, "id BIGINT")),
+                data_type: "BIGINT".into(),
+                not_null: false,
+                comment: None,
+            },
+            ColumnDef {
+                name: Ident::new("amount", at(text, "amount DECIMAL")),
+                data_type: "DECIMAL(10, 2)".into(),
+                not_null: true,
+                comment: None,
+            },
+        ]
+    );
+    assert_eq!(
+        st.table.constraints,
+        vec![
+            Constraint {
+                span: at(text, "CONSTRAINT valid_id"),
+                name: ident(text, "valid_id"),
+                condition: "id IS NOT NULL".into(),
+                condition_span: at(text, "id IS NOT NULL"),
+                action: pipelines_core::ExpectationAction::Warn,
+                quarantine: None,
+            },
+            Constraint {
+                span: at(text, "CONSTRAINT positive"),
+                name: ident(text, "positive"),
+                condition: "amount > 0".into(),
+                condition_span: at(text, "amount > 0"),
+                action: pipelines_core::ExpectationAction::Drop,
+                quarantine: None,
+            },
+            Constraint {
+                span: at(text, "CONSTRAINT has_ts"),
+                name: ident(text, "has_ts"),
+                condition: "ts IS NOT NULL".into(),
+                condition_span: at(text, "ts IS NOT NULL"),
+                action: pipelines_core::ExpectationAction::Fail,
+                quarantine: None,
+            },
+            Constraint {
+                span: at(text, "CONSTRAINT `known kind`"),
+                name: Ident::new("known kind", at(text, "`known kind`")),
+                condition: "kind IN ('a', 'b') AND (n > 1)".into(),
+                condition_span: at(text, "kind IN"),
+                action: pipelines_core::ExpectationAction::Drop,
+                quarantine: Some(Name::new(["bad_orders"], at(text, "bad_orders"))),
+            },
+        ]
+    );
+    assert!(matches!(st.source, Some(StreamingTableSource::Query(_))));
+}
+
+#[test]
+fn a_column_list_of_expectations_only() {
+    let text = "\
+CREATE MATERIALIZED VIEW totals (
+  CONSTRAINT non_negative EXPECT (
+    total >= 0 -- refunds are separate
+    OR total IS NULL
+  ) ON VIOLATION FAIL UPDATE
+)
+COMMENT 'per customer'
+AS SELECT customer, sum(amount) AS total FROM orders GROUP BY customer";
+    let Statement::MaterializedView(mv) = one(text) else {
+        panic!()
+    };
+    assert_eq!(mv.table.columns, vec![]);
+    assert_eq!(
+        mv.table.constraints,
+        vec![Constraint {
+            span: at(text, "CONSTRAINT"),
+            name: ident(text, "non_negative"),
+            condition: "total >= 0 -- refunds are separate\n    OR total IS NULL".into(),
+            condition_span: at(text, "total >="),
+            action: pipelines_core::ExpectationAction::Fail,
+            quarantine: None,
+        }]
+    );
+    assert_eq!(mv.table.comment.as_deref(), Some("per customer"));
+    // A streaming table without a query may declare expectations too, and a
+    // column named like a constraint keyword is a column.
+    let text = "CREATE STREAMING TABLE target (unique INT, CONSTRAINT c EXPECT (n > 0))";
+    let Statement::StreamingTable(st) = one(text) else {
+        panic!()
+    };
+    assert_eq!(st.source, None);
+    assert_eq!(st.table.columns.len(), 1);
+    assert_eq!(st.table.columns[0].name.value, "unique");
+    assert_eq!(st.table.constraints.len(), 1);
+    assert_eq!(st.table.constraints[0].condition, "n > 0");
 }

@@ -99,6 +99,7 @@ use serde::Serialize;
 
 use self::aggregate::{find_aggregate, AggregateOp};
 pub use self::batches::max_event_time_ms;
+pub(crate) use self::batches::strip_metadata;
 use self::batches::*;
 use self::columns::*;
 use self::compile::*;

@@ -36,6 +36,7 @@ use super::{checkpoint_step, ms, FlowSummary, LeafInput, RunOptions, StreamingQu
 use crate::engine::checkpoint::CommitEntry;
 use crate::engine::exec::{BatchContext, StateOperatorProgress};
 use crate::engine::progress::{BatchProgress, PhaseDurations, SourceProgress};
+use crate::engine::quality::DataQuality;
 use crate::engine::source::Offset;
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -69,6 +70,8 @@ struct Epoch {
     sink_ms: f64,
     read_ms: f64,
     state_operators: Vec<StateOperatorProgress>,
+    /// The expectations' counts over the epoch's steps.
+    data_quality: Option<DataQuality>,
 }
 
 impl StreamingQuery {
@@ -96,6 +99,9 @@ impl StreamingQuery {
         self.sink.start_real_time()?;
         if let Some(late) = self.late_sink.as_mut() {
             late.start_real_time()?;
+        }
+        if let Some(quarantine) = self.quarantine_sink.as_mut() {
+            quarantine.start_real_time()?;
         }
         let mut epoch = self.new_epoch();
         loop {
@@ -133,6 +139,7 @@ impl StreamingQuery {
             sink_ms: 0.0,
             read_ms: 0.0,
             state_operators: Vec::new(),
+            data_quality: None,
         }
     }
 
@@ -214,7 +221,18 @@ impl StreamingQuery {
         let sink_started = Instant::now();
         epoch.execute_ms += ms(sink_started - exec_started);
 
-        let output = std::mem::take(&mut result.rows);
+        let mut output = std::mem::take(&mut result.rows);
+        let mut quarantined = Vec::new();
+        if let Some(q) = &self.quality {
+            // A failed fail-expectation stops the epoch before the sink.
+            let checked = q.apply(epoch.id, output)?;
+            output = checked.rows;
+            quarantined = checked.quarantined;
+            epoch
+                .data_quality
+                .get_or_insert_with(DataQuality::default)
+                .add(&checked.quality);
+        }
         let written = if output.is_empty() && self.mode != OutputMode::Complete {
             0
         } else {
@@ -224,6 +242,11 @@ impl StreamingQuery {
             let late_rows = std::mem::take(&mut result.late_rows);
             if !late_rows.is_empty() {
                 late.add_rows(epoch.id, late_rows, OutputMode::Append)?;
+            }
+        }
+        if let Some(quarantine) = self.quarantine_sink.as_mut() {
+            if !quarantined.is_empty() {
+                quarantine.add_rows(epoch.id, quarantined, OutputMode::Append)?;
             }
         }
         epoch.sink_ms += ms(sink_started.elapsed());
@@ -247,6 +270,9 @@ impl StreamingQuery {
         self.sink.commit_epoch(n)?;
         if let Some(late) = self.late_sink.as_mut() {
             late.commit_epoch(n)?;
+        }
+        if let Some(quarantine) = self.quarantine_sink.as_mut() {
+            quarantine.commit_epoch(n)?;
         }
         self.compiled.commit_state_snapshot(n)?;
         checkpoint_step(&flow, "before_commit", n)?;
@@ -316,6 +342,7 @@ impl StreamingQuery {
             sink_skipped_replay: false,
             backlog: None,
             state_operators: epoch.state_operators.clone(),
+            data_quality: epoch.data_quality.clone(),
         };
         self.reporter.report(&progress)?;
         self.summary.batches += 1;
