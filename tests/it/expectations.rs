@@ -406,3 +406,55 @@ fn a_sql_expectation_names_its_file_line_and_column() {
 "
     );
 }
+
+#[test]
+fn a_materialized_view_counts_per_refresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    orders(dir);
+    let p = Pipeline::new()
+        .materialized_view("order_totals", |s| {
+            s.read()
+                .format("json")
+                .schema("id BIGINT, amount BIGINT")
+                .load("orders")?
+                .group_by(["id"])
+                .agg([dp::prelude::sum(dp::prelude::col("amount")).alias("total")])
+        })
+        .expect(
+            "order_totals",
+            Expectation::drop("has_id", "id IS NOT NULL"),
+        )
+        .expect("order_totals", Expectation::warn("positive", "total > 0"));
+    let spec = spec(dir, SPEC);
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    for _refresh in 0..2 {
+        run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+        // Each refresh recomputes the view and counts its rows again.
+        assert_eq!(
+            delta_rows(&dir.join("storage/tables/order_totals")),
+            [
+                r#"{"id":1,"total":10}"#,
+                r#"{"id":2,"total":-5}"#,
+                r#"{"id":4,"total":null}"#,
+                r#"{"id":5,"total":7}"#,
+                r#"{"id":6,"total":0}"#,
+            ]
+        );
+    }
+    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let per_refresh: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("batchId").is_some())
+        .map(|v| v["dataQuality"].clone())
+        .collect();
+    let one = serde_json::json!({
+        "dropped_records": 1,
+        "expectations": [
+            {"name": "has_id", "dataset": "order_totals", "passed_records": 5, "failed_records": 1},
+            {"name": "positive", "dataset": "order_totals", "passed_records": 4, "failed_records": 2},
+        ]
+    });
+    assert_eq!(per_refresh, [one.clone(), one]);
+}

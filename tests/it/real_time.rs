@@ -676,3 +676,101 @@ fn kafka_real_time_resumes_from_the_committed_epoch_on_a_broker_process() {
     let s = running.stop().unwrap();
     assert_eq!((s.flows[0].batches, s.flows[0].input_rows), (1, 40));
 }
+
+/// Expectations in real time: each step's rows are checked as they
+/// arrive, dropped rows go to the quarantine at once, the epoch's progress
+/// sums the steps' counts, and a fail stops the flow.
+#[test]
+fn expectations_check_every_step_in_real_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let stream = MemoryStream::new("rt_quality_in", events_schema());
+    let p = dp::Pipeline::new()
+        .append_flow("rt_quality", "rt_quality_sink", |s| {
+            s.read_stream()
+                .format("memory")
+                .schema("kind STRING, n BIGINT")
+                .load("rt_quality_in")
+        })
+        .create_sink(
+            "rt_quality_sink",
+            "memory",
+            [("queryName", "rt_quality_out")],
+        )
+        .create_sink("rt_quality_bad", "memory", [("queryName", "rt_quality_q")])
+        .expect(
+            "rt_quality_sink",
+            dp::Expectation::warn("known", "kind IN ('error', 'info')"),
+        )
+        .expect(
+            "rt_quality_sink",
+            dp::Expectation::drop("positive", "n > 0"),
+        )
+        .expect(
+            "rt_quality_sink",
+            dp::Expectation::fail("small", "n < 1000"),
+        )
+        .quarantine("rt_quality_sink", "rt_quality_bad");
+    let running = Running::start(&p, dir, "rt_quality");
+    stream
+        .push(events(&[("error", 1), ("debug", -2), ("info", 3)]))
+        .unwrap();
+    wait_rows("rt_quality_out", 2);
+    wait_rows("rt_quality_q", 1);
+    stream.push(events(&[("debug", 4), ("info", 0)])).unwrap();
+    wait_rows("rt_quality_out", 3);
+    wait_rows("rt_quality_q", 2);
+    let summary = running.stop().unwrap();
+    assert_eq!(summary.flows[0].input_rows, 5);
+    assert_eq!(summary.flows[0].output_rows, 3);
+    let kinds = |table: &str| -> Vec<String> {
+        let t = dp::engine::sinks::memory_table(table).unwrap();
+        t.rows()
+            .iter()
+            .flat_map(|b| {
+                let k = b.column(0).as_string::<i32>();
+                let n = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                (0..b.num_rows())
+                    .map(|i| format!("{}={}", k.value(i), n.value(i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    assert_eq!(kinds("rt_quality_out"), ["error=1", "info=3", "debug=4"]);
+    assert_eq!(kinds("rt_quality_q"), ["debug=-2", "info=0"]);
+    // One epoch (stopped before the interval): the counts of both steps.
+    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let quality: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("batchId").is_some())
+        .map(|v| v["dataQuality"].clone())
+        .collect();
+    assert_eq!(
+        quality,
+        [serde_json::json!({
+            "dropped_records": 2,
+            "quarantined_records": 2,
+            "expectations": [
+                {"name": "known", "dataset": "rt_quality_sink", "passed_records": 3, "failed_records": 2},
+                {"name": "positive", "dataset": "rt_quality_sink", "passed_records": 3, "failed_records": 2},
+                {"name": "small", "dataset": "rt_quality_sink", "passed_records": 5, "failed_records": 0},
+            ]
+        })]
+    );
+
+    // A row failing the fail-expectation stops the flow.
+    let running = Running::start(&p, dir, "rt_quality");
+    stream.push(events(&[("info", 5000)])).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running.handle.is_finished() {
+        assert!(Instant::now() < deadline, "the fail never stopped the flow");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let err = running.stop().unwrap_err().to_string();
+    assert!(
+        err.starts_with("flow `rt_quality`: expectation `small` of sink `rt_quality_sink` failed in batch 1: 1 row not meeting `n < 1000`, e.g. {kind: info, n: 5000}"),
+        "{err}"
+    );
+    assert_eq!(kinds("rt_quality_out"), ["error=1", "info=3", "debug=4"]);
+}

@@ -371,6 +371,22 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
             },
             f.trigger.describe(),
         ));
+        if !f.expectations.is_empty() {
+            let list: Vec<String> = f
+                .expectations
+                .iter()
+                .map(|e| format!("{} ({}): {}", e.name, e.action, e.condition.trim()))
+                .collect();
+            s.push_str(&format!(
+                "  {:<24} expects {}{}\n",
+                "",
+                list.join("; "),
+                f.quarantine
+                    .as_ref()
+                    .map(|q| format!("; dropped rows → {q}"))
+                    .unwrap_or_default()
+            ));
+        }
     }
     s
 }

@@ -28,6 +28,14 @@ impl Language {
         }
     }
 
+    /// How to declare a missing quarantine `q`.
+    pub fn declare_quarantine(self, q: &str) -> String {
+        match self {
+            Language::Rust => format!("declare a sink or streaming table for the rows, e.g. create_streaming_table(\"{q}\", ...) or under `sinks:` in the spec"),
+            Language::Sql => format!("declare a table for the rows, `CREATE STREAMING TABLE {q};`, or a sink under `sinks:` in the spec"),
+        }
+    }
+
     /// How to declare a flow's missing target.
     pub fn declare_target(self) -> &'static str {
         match self {

@@ -1410,9 +1410,12 @@ fn check_quarantines(
             .any(|e| e.action == ExpectationAction::Drop);
         match datasets.get(&q) {
             None => {
-                let mut help = format!(
-                    "declare a sink or streaming table for the rows, e.g. create_streaming_table(\"{q}\", ...) or under `sinks:` in the spec"
-                );
+                let language = if origin.as_ref().is_some_and(Origin::is_library) {
+                    Language::Sql
+                } else {
+                    Language::Rust
+                };
+                let mut help = language.declare_quarantine(&q);
                 if let Some(s) = did_you_mean(&q, datasets.keys().map(String::as_str)) {
                     help = format!("did you mean `{s}`? or {help}");
                 }

@@ -356,3 +356,89 @@ fn arrow_error(e: arrow::error::ArrowError) -> Error {
 pub fn quarantine_schema_of(schema: &Schema) -> SchemaRef {
     Arc::new(quarantine_schema(schema))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field};
+
+    fn batch(values: &[Option<i64>]) -> (SchemaRef, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(values.to_vec()))],
+        )
+        .unwrap();
+        (schema, b)
+    }
+
+    #[test]
+    fn null_passes_false_fails_and_the_summary_says_so() {
+        let (schema, b) = batch(&[Some(1), None, Some(-1), Some(0)]);
+        let checks = QualityChecks::compile(
+            "f",
+            "t",
+            "streaming table `t`",
+            &[
+                Expectation::drop("positive", "n > 0"),
+                Expectation::warn("always_null", "NULL"),
+            ],
+            &schema,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let out = checks.apply(0, vec![b]).unwrap();
+        assert_eq!(out.rows[0].num_rows(), 2);
+        assert_eq!(out.quarantined[0].num_rows(), 2);
+        let counts: Vec<(&str, u64, u64)> = out
+            .quality
+            .expectations
+            .iter()
+            .map(|e| (e.name.as_str(), e.passed_records, e.failed_records))
+            .collect();
+        assert_eq!(counts, [("positive", 2, 2), ("always_null", 4, 0)]);
+        assert_eq!(
+            out.quality.summary(),
+            "2 expectations, 2 rows dropped (2 quarantined)"
+        );
+        let mut sum = DataQuality::default();
+        sum.add(&out.quality);
+        sum.add(&out.quality);
+        assert_eq!(sum.dropped_records, 4);
+        assert_eq!(sum.expectations[0].failed_records, 4);
+    }
+
+    #[test]
+    fn a_failed_row_is_shown_cut_to_forty_characters() {
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let long = "x".repeat(50);
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(arrow::array::StringArray::from(vec![
+                Some("ok"),
+                Some(long.as_str()),
+            ]))],
+        )
+        .unwrap();
+        let checks = QualityChecks::compile(
+            "f",
+            "t",
+            "sink `t`",
+            &[Expectation::fail("short", "length(s) < 10")],
+            &schema,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let err = checks.apply(7, vec![b]).unwrap_err().to_string();
+        assert_eq!(
+            err.lines().next().unwrap(),
+            format!(
+                "flow `f`: expectation `short` of sink `t` failed in batch 7: 1 row not meeting `length(s) < 10`, e.g. {{s: {}...}}",
+                "x".repeat(40)
+            )
+        );
+    }
+}

@@ -53,7 +53,7 @@ fn unknown_field_in_a_table() {
             "{HEAD}tables:\n  t: {{ format: delta, trigger: once }}\n"
         )),
         "pipeline.yml:4: unknown field `trigger` in table `t`, expected one of `format`, \
-         `path`, `options`, `partition_cols`, `comment`, `schema`\n  \
+         `path`, `options`, `partition_cols`, `comment`, `schema`, `expectations`, `quarantine`\n  \
          help: triggers are set per flow: `flows: { <flow>: { trigger: ... } }`"
     );
 }
