@@ -58,9 +58,12 @@ fn read_orders(s: &dp::Session) -> dp::Result<dp::DataFrame> {
         .load("orders")
 }
 
+/// An expectation's counts in a batch: (name, passed, failed).
+type Counts = Vec<(String, u64, u64)>;
+
 /// The `dataQuality` of each committed batch of `flow`, as
-/// `(batch, dropped, [(name, passed, failed)])`.
-fn quality_log(dir: &Path, flow: &str) -> Vec<(u64, u64, Vec<(String, u64, u64)>)> {
+/// `(batch, dropped, counts)`.
+fn quality_log(dir: &Path, flow: &str) -> Vec<(u64, u64, Counts)> {
     let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
     log.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -89,7 +92,7 @@ fn quality_log(dir: &Path, flow: &str) -> Vec<(u64, u64, Vec<(String, u64, u64)>
         .collect()
 }
 
-fn counts(list: &[(&str, u64, u64)]) -> Vec<(String, u64, u64)> {
+fn counts(list: &[(&str, u64, u64)]) -> Counts {
     list.iter()
         .map(|(n, p, f)| (n.to_string(), *p, *f))
         .collect()

@@ -361,13 +361,13 @@ fn pair(entry: Expr, usage: &str, errors: &mut Errors) -> Option<(LitStr, LitStr
     checked(name?, condition?, errors)
 }
 
-/// The string literal `expr` is, or `expr` itself.
-fn string(expr: Expr) -> Result<LitStr, Expr> {
+/// The string literal `expr` is, or `expr` itself (boxed: an `Expr` is large).
+fn string(expr: Expr) -> Result<LitStr, Box<Expr>> {
     match ungroup(expr) {
         Expr::Lit(syn::ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s),
-        other => Err(other),
+        other => Err(Box::new(other)),
     }
 }
 

@@ -76,7 +76,7 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                     continue;
                 };
                 let mut table = table_def(&name, DatasetType::StreamingTable, &t.table, at.clone());
-                add_expectations(&mut table, &t.table, &origin, &mut problems);
+                add_expectations(&mut table, &t.table, origin, &mut problems);
                 match &t.source {
                     None => out.datasets.push(table),
                     Some(StreamingTableSource::Query(q)) => {
@@ -93,7 +93,7 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                     continue;
                 };
                 let mut view = table_def(&name, DatasetType::MaterializedView, &mv.table, at);
-                add_expectations(&mut view, &mv.table, &origin, &mut problems);
+                add_expectations(&mut view, &mv.table, origin, &mut problems);
                 defined(&mut out, &mut problems, view, &mv.query, &conf);
             }
             Statement::View(v) => {
