@@ -461,3 +461,67 @@ fn a_materialized_view_counts_per_refresh() {
     });
     assert_eq!(per_refresh, [one.clone(), one]);
 }
+
+#[test]
+fn a_replayed_batch_writes_its_quarantined_rows_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    orders(dir);
+    let spec = spec(
+        dir,
+        "name: quality\nstorage: ./storage\ntables:\n  orders_clean:\n    quarantine: bad_orders\n    expectations:\n      - { name: positive, condition: amount > 0, action: drop }\n  bad_orders: {}\n",
+    );
+    let p = Pipeline::new().append_flow("replayed_clean", "orders_clean", read_orders);
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    // Both tables are written for batch 0, then the run dies before its commit.
+    dp::engine::runtime::inject_failure("replayed_clean", "before_commit", 0);
+    let err = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow `replayed_clean`: injected failure at before_commit of batch 0"
+    );
+    assert_eq!(
+        delta_rows(&dir.join("storage/tables/bad_orders")),
+        [r#"{"id":2,"amount":-5,"_failed_expectations":["positive"]}"#]
+    );
+    // The restart replays batch 0: neither table gets its rows twice.
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(
+        delta_rows(&dir.join("storage/tables/bad_orders")),
+        [
+            r#"{"id":2,"amount":-5,"_failed_expectations":["positive"]}"#,
+            r#"{"id":6,"amount":0,"_failed_expectations":["positive"]}"#,
+            r#"{"id":null,"amount":-1,"_failed_expectations":["positive"]}"#,
+        ]
+    );
+    assert_eq!(
+        delta_rows(&dir.join("storage/tables/orders_clean")),
+        [
+            r#"{"id":1,"amount":10}"#,
+            r#"{"id":4,"amount":null}"#,
+            r#"{"id":5,"amount":7}"#,
+            r#"{"id":null,"amount":3}"#,
+        ]
+    );
+}
+
+#[test]
+fn sql_fail_update_stops_the_run_with_the_offending_row() {
+    let (_tmp, dir) = project(&[(
+        "transformations/orders.sql",
+        "CREATE STREAMING TABLE orders_clean (\n  CONSTRAINT has_id EXPECT (id IS NOT NULL) ON VIOLATION FAIL UPDATE\n) AS SELECT * FROM STREAM read_files('orders', format => 'json', schema => 'id BIGINT, amount BIGINT', maxFilesPerTrigger => '1');\n",
+    )]);
+    orders(&dir);
+    let (code, out, err) = cli(Pipeline::new(), &dir, &["run"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        err,
+        "error: flow `orders_clean`: expectation `has_id` of streaming table `orders_clean` failed in batch 0: \
+         1 row not meeting `id IS NOT NULL`, e.g. {id: NULL, amount: 3}\n  \
+         help: nothing of batch 0 was written or committed; fix the data or the expectation and run again: \
+         the batch is replayed from its logged offsets\n"
+    );
+    assert!(!dir
+        .join("storage/checkpoints/orders_clean/commits/0")
+        .exists());
+}

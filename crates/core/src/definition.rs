@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Origin, Result};
-use crate::expectations::Expectation;
+use crate::expectations::{Expectation, ExpectationDecl};
 use crate::plan::DataFrame;
 use crate::registry::{DatasetDecl, DatasetKind, FlowDecl, FlowKind};
 use crate::session::Session;
@@ -188,14 +188,15 @@ impl From<&'static FlowDecl> for FlowDef {
             query: Query::new(d.query),
             origin: Some(d.location.origin()),
             defines_dataset: false,
-            expectations: d
-                .expectations
-                .iter()
-                .map(|e| e.to_expectation(d.location.file))
-                .collect(),
+            expectations: owned_expectations(d.expectations, d.location.file),
             quarantine: d.quarantine.map(str::to_string),
         }
     }
+}
+
+/// A macro's expectations, declared in `file`.
+fn owned_expectations(decls: &[ExpectationDecl], file: &str) -> Vec<Expectation> {
+    decls.iter().map(|e| e.to_expectation(file)).collect()
 }
 
 /// Splits a macro-declared dataset into its dataset and its flow.
@@ -213,11 +214,7 @@ pub fn from_dataset_decl(d: &'static DatasetDecl) -> (DatasetDef, FlowDef) {
         comment: d.comment.map(str::to_string),
         origin: origin.clone(),
         option_origins: BTreeMap::new(),
-        expectations: d
-            .expectations
-            .iter()
-            .map(|e| e.to_expectation(d.location.file))
-            .collect(),
+        expectations: owned_expectations(d.expectations, d.location.file),
         quarantine: d.quarantine.map(str::to_string),
     };
     let mut flow = FlowDef::append(d.name, d.name, Query::new(d.query));
