@@ -670,6 +670,20 @@ fn stream_stream_inner_join_with_a_time_range() {
     });
 }
 
+/// A windowed count after the join: the aggregation closes a window by the
+/// join's output watermark (5 minutes and 1 ms behind the global one, the
+/// oldest pair the join may still emit), as Spark 4 propagates it.
+#[test]
+fn a_window_after_a_join_closes_by_the_joins_output_watermark() {
+    check_case("join_then_window", OutputMode::Append, |s| {
+        let (impressions, clicks) = impressions_and_clicks(s)?;
+        impressions
+            .join(&clicks, CLICK_CONDITION, JoinType::Inner)?
+            .group_by([tumbling_window(col("imp_ts"), "10 minutes")])
+            .count()
+    });
+}
+
 #[test]
 fn stream_stream_left_outer_join_emits_unmatched_rows_when_evicted() {
     check_case("join_left_outer", OutputMode::Append, clicks_left_outer);

@@ -315,7 +315,7 @@ clicks = (spark.readStream.schema("{right_schema}")
 result = impressions.join(
     clicks,
     F.expr("click_ad = imp_ad AND click_ts >= imp_ts AND click_ts <= imp_ts + interval 5 minutes"),
-    "{how}")
+    "{how}"){post}
 query = (result.writeStream.outputMode("append").trigger(availableNow=True)
          .option("checkpointLocation", checkpoint_dir)
          .foreachBatch(record_batch).start())'''
@@ -451,6 +451,17 @@ CASES = [
         ],
     ),
     dict(
+        case="join_then_window",
+        description="The inner join of join_inner, then a count per 10-minute tumbling window of the impression time, append mode: the aggregation after the join gets the join's output watermark (the global one minus the 5-minute range minus 1 ms), not the global one.",
+        inputs={"input_left": IMPRESSIONS, "input_right": CLICKS},
+        schema={"input_left": IMP_SCHEMA, "input_right": CLICK_SCHEMA}, mode="append", watermark=True,
+        how="inner",
+        post='.groupBy(F.window("imp_ts", "10 minutes")).count()',
+        observations=[
+            "A window [s, s+10m) is emitted once the global watermark passes s + 10 minutes + 5 minutes + 1 ms (the join may still emit pairs with imp_ts down to watermark - 5 minutes - 1 ms), one batch later than with the global watermark.",
+        ],
+    ),
+    dict(
         case="join_left_outer",
         description="Same join as join_inner but left outer: impressions without a click are emitted with null click columns once the watermark lets Spark evict them.",
         inputs={"input_left": IMPRESSIONS, "input_right": CLICKS},
@@ -465,7 +476,8 @@ CASES = [
 
 def query_text(c):
     if "how" in c:
-        return JOIN.format(left_schema=c["schema"]["input_left"], right_schema=c["schema"]["input_right"], how=c["how"])
+        return JOIN.format(left_schema=c["schema"]["input_left"], right_schema=c["schema"]["input_right"],
+                           how=c["how"], post=c.get("post", ""))
     expr = c["expr"]
     if "\n" in expr:
         expr = "(" + expr.replace("\n", "\n    ") + ")"

@@ -130,6 +130,23 @@ pub(crate) struct JoinOp {
 }
 
 impl JoinOp {
+    /// The watermark of the join's output when its input's is `w` (ms):
+    /// the oldest event time a pair it may still emit can carry. That is
+    /// each side's state watermark (`w` minus its range bound, 1 ms less for
+    /// an inclusive bound), or `w` itself when lower (Spark's
+    /// `produceOutputWatermark`).
+    pub(super) fn output_watermark(&self, w: i64) -> i64 {
+        let mut out = w;
+        for side in [&self.left, &self.right] {
+            if let (Some(_), Some(b)) = (side.time_index, side.bound) {
+                let state_us = w.saturating_mul(1000).saturating_sub(b.offset_us);
+                let inclusive = if b.strict { 0 } else { 1 };
+                out = out.min(state_us.div_euclid(1000) - inclusive);
+            }
+        }
+        out
+    }
+
     /// Plans the join of `left` and `right` rows on `condition` (over scans
     /// named `left` and `right`) or on the `using` columns.
     #[allow(clippy::too_many_arguments)]

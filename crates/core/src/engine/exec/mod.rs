@@ -661,6 +661,8 @@ async fn run_op(
     }
     let mut inputs = inputs.into_iter();
     let rows = inputs.next().unwrap_or_default();
+    let own = operator_context(node, env.ctx);
+    let ctx = own.as_ref().unwrap_or(env.ctx);
     match &mut node.op {
         Op::Watermark { column, delay_ms } => {
             let max = map_batches(&rows, env.partitions, |b| {
@@ -675,20 +677,76 @@ async fn run_op(
             Ok(rows)
         }
         Op::Aggregate(a) => {
-            let (rows, late) = a.process(rows, env.ctx, env.task_ctx).await?;
+            let (rows, late) = a.process(rows, ctx, env.task_ctx).await?;
             out.late_rows.extend(late);
             Ok(rows)
         }
         Op::Dedup(d) => {
-            let (rows, late) = d.process(rows, env.ctx)?;
+            let (rows, late) = d.process(rows, ctx)?;
             out.late_rows.extend(late);
             Ok(rows)
         }
         Op::Join(j) => {
             let right = inputs.next().unwrap_or_default();
-            j.process(rows, right, env.ctx, env.task_ctx).await
+            j.process(rows, right, ctx, env.task_ctx).await
         }
     }
+}
+
+/// The context `node` runs with when its input watermarks differ from the
+/// batch's (Spark 4's per-operator watermarks): each is the minimum of its
+/// inputs' output watermarks, and only a join lowers one, to the oldest
+/// event time a pair it may still emit can carry. None: the batch's own.
+/// A watermark of 0 (none yet) stays 0 everywhere, as in Spark.
+fn operator_context(node: &OpNode, ctx: &BatchContext) -> Option<BatchContext> {
+    let adjust = |w: Option<i64>| {
+        w.map(|w| {
+            if w <= 0 {
+                w
+            } else {
+                input_watermark(node, w).max(0)
+            }
+        })
+    };
+    let late = adjust(ctx.watermark_for_late_ms);
+    let eviction = adjust(ctx.watermark_for_eviction_ms);
+    if late == ctx.watermark_for_late_ms && eviction == ctx.watermark_for_eviction_ms {
+        return None;
+    }
+    Some(BatchContext {
+        watermark_for_late_ms: late,
+        watermark_for_eviction_ms: eviction,
+        ..ctx.clone()
+    })
+}
+
+/// The input watermark of `node` when the batch's is `w`: the minimum of
+/// its inputs' output watermarks (`w` when none carries one).
+fn input_watermark(node: &OpNode, w: i64) -> i64 {
+    node.children
+        .iter()
+        .filter_map(|stage| stage_watermark(stage, w))
+        .min()
+        .unwrap_or(w)
+}
+
+/// The output watermark of the operators feeding `stage` (None when only
+/// leaves do).
+fn stage_watermark(stage: &Stage, w: i64) -> Option<i64> {
+    stage
+        .inputs
+        .iter()
+        .filter_map(|input| match input {
+            StageInput::Op(n) => {
+                let input = input_watermark(n, w);
+                Some(match &n.op {
+                    Op::Join(j) => j.output_watermark(input),
+                    _ => input,
+                })
+            }
+            StageInput::Leaf(_) => None,
+        })
+        .min()
 }
 
 /// Runs `plan` (whose only slot is slot 0) over `rows` split into
