@@ -685,6 +685,24 @@ fn a_window_after_a_join_closes_by_the_joins_output_watermark() {
 }
 
 #[test]
+fn stream_stream_left_semi_join_emits_each_matched_row_once() {
+    check_case("join_left_semi", OutputMode::Append, |s| {
+        let (impressions, clicks) = impressions_and_clicks(s)?;
+        impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftSemi)
+    });
+}
+
+/// A new right row behind the right side's state watermark matches
+/// nothing in a left semi join (10:20 matches, 10:19:59.999 does not).
+#[test]
+fn a_left_semi_join_ignores_right_rows_its_watermark_evicts() {
+    check_case("join_left_semi_boundary", OutputMode::Append, |s| {
+        let (impressions, clicks) = impressions_and_clicks(s)?;
+        impressions.join(&clicks, CLICK_CONDITION, JoinType::LeftSemi)
+    });
+}
+
+#[test]
 fn stream_stream_left_outer_join_emits_unmatched_rows_when_evicted() {
     check_case("join_left_outer", OutputMode::Append, clicks_left_outer);
 }

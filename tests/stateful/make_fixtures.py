@@ -462,6 +462,34 @@ CASES = [
         ],
     ),
     dict(
+        case="join_left_semi",
+        description="The join of join_inner as a left semi join: each impression with a click is emitted once, the first time it matches.",
+        inputs={"input_left": IMPRESSIONS, "input_right": CLICKS},
+        schema={"input_left": IMP_SCHEMA, "input_right": CLICK_SCHEMA}, mode="append", watermark=True,
+        how="leftSemi",
+    ),
+    dict(
+        case="join_left_semi_boundary",
+        description="Left semi join, the same condition: after batch 0 the watermark is 10:20, and in batch 1 each impression's only click arrives with it. A click at or behind the right side's state watermark (10:20 minus 1 ms, the latest click time that the condition `click_ts >= imp_ts` lets no future impression match) matches nothing; a click at 10:20 or later does.",
+        inputs={
+            "input_left": [
+                [imp("10:30:00", "x")],
+                [imp("10:17:00", "g"), imp("10:17:00", "h"), imp("10:18:00", "e"), imp("10:17:00", "f")],
+                [imp("10:05:00", "late")],
+            ],
+            "input_right": [
+                [click("10:40:00", "y")],
+                [click("10:20:00", "g"), click("10:19:59.999", "h"), click("10:22:00", "e"), click("10:19:00", "f")],
+                [click("10:41:00", "z")],
+            ],
+        },
+        schema={"input_left": IMP_SCHEMA, "input_right": CLICK_SCHEMA}, mode="append", watermark=True,
+        how="leftSemi",
+        observations=[
+            "Batch 1 emits g (click 10:20:00.000) and e (click 10:22), not h (click 10:19:59.999) nor f (click 10:19), although an inner join emits all four pairs.",
+        ],
+    ),
+    dict(
         case="join_left_outer",
         description="Same join as join_inner but left outer: impressions without a click are emitted with null click columns once the watermark lets Spark evict them.",
         inputs={"input_left": IMPRESSIONS, "input_right": CLICKS},

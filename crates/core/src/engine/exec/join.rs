@@ -408,6 +408,27 @@ impl JoinOp {
         }
         let nl = self.left.schema.fields().len();
         let nr = self.right.schema.fields().len();
+        if self.join_type == JoinType::LeftSemi {
+            // A new right row this batch's watermark evicts matches nothing
+            // in a left semi join (as Spark 4.3 does: the right row is
+            // behind the right side's state watermark already).
+            let evicted = evict_mask(&self.right, &r_all, ctx.watermark_for_eviction_ms)?;
+            let mut kept = Vec::with_capacity(pairs.len());
+            for p in pairs {
+                let rid = p
+                    .column(nl + 1 + nr)
+                    .as_any()
+                    .downcast_ref::<UInt64Array>()
+                    .ok_or_else(|| OpFailure("bad right ids".into()))?;
+                let keep: BooleanArray = rid
+                    .values()
+                    .iter()
+                    .map(|&r| Some(!((r as usize) >= r_old && evicted.value(r as usize))))
+                    .collect();
+                kept.push(filter_record_batch(&p, &keep)?);
+            }
+            pairs = kept;
+        }
         let mut l_mark = vec![false; l_all.num_rows()];
         let mut r_mark = vec![false; r_all.num_rows()];
         let mut out: Vec<RecordBatch> = Vec::new();
