@@ -37,7 +37,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::json;
 
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
-use super::{manifest_files, resolve_path, write_atomic, Options};
+use super::{manifest_files, resolve_path, Options};
+use crate::engine::checkpoint::WriteOnce;
 use crate::engine::source::{Offset, ReadBatch, Source, SourceContext};
 use crate::error::{Error, Result};
 
@@ -354,14 +355,21 @@ impl FileSource {
                 .to_string(),
             );
         }
-        let path = self.state_dir.join(batch.to_string());
-        if path.exists() {
-            return Err(Error::checkpoint(
-                &path,
-                "source log entry already exists (another query may be using this checkpoint)",
-            ));
-        }
-        write_atomic(&path, text.as_bytes())
+        write_log_entry(&self.state_dir, batch, &text)
+    }
+}
+
+/// Writes the source log's entry for `batch` once: like `offsets/N`, a
+/// second writer never replaces it, and an entry already there with other
+/// files is an error (the same files again is a replay, and fine).
+fn write_log_entry(state_dir: &Path, batch: u64, text: &str) -> Result<()> {
+    let path = state_dir.join(batch.to_string());
+    match crate::engine::checkpoint::write_once(&path, text.as_bytes())? {
+        WriteOnce::Written | WriteOnce::Identical => Ok(()),
+        WriteOnce::Differs => Err(Error::checkpoint(
+            &path,
+            "source log entry already exists with other files (another query may be using this checkpoint)",
+        )),
     }
 }
 
@@ -825,6 +833,45 @@ impl Source for FileSource {
             bytes,
             malformed_dropped: decoded.dropped,
         })
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::*;
+
+    /// Two writers of one batch's entry: at most one succeeds, and the entry
+    /// is the winner's (an exists-check before a rename lets both win).
+    #[test]
+    fn a_log_entry_is_written_once_by_racing_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        for batch in 0..300u64 {
+            let d = dir.path().to_path_buf();
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let writers: Vec<_> = ["a", "b"]
+                .into_iter()
+                .map(|who| {
+                    let (d, barrier) = (d.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        write_log_entry(&d, batch, &format!("v1\n{who}"))
+                            .is_ok()
+                            .then_some(who)
+                    })
+                })
+                .collect();
+            let won: Vec<&str> = writers
+                .into_iter()
+                .filter_map(|w| w.join().unwrap())
+                .collect();
+            assert_eq!(
+                won.len(),
+                1,
+                "batch {batch}: writers {won:?} both succeeded"
+            );
+            let text = fs::read_to_string(d.join(batch.to_string())).unwrap();
+            assert_eq!(text, format!("v1\n{}", won[0]), "batch {batch}");
+        }
     }
 }
 
