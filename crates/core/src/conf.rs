@@ -26,6 +26,9 @@ pub const CHECKPOINT_LOCATION: &str = "checkpointLocation";
 pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
 /// The setting choosing how several watermarks combine.
 pub const MULTIPLE_WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+/// The setting that makes file sources skip files they cannot decode
+/// (Spark's SQL conf; a source's own `ignoreCorruptFiles` option wins).
+pub const IGNORE_CORRUPT_FILES: &str = "spark.sql.files.ignoreCorruptFiles";
 /// The pipeline setting that makes every checkpoint, log and output file
 /// durable against power loss (fsync before the next protocol step).
 pub const FSYNC_CONF_KEY: &str = "pipelines.checkpoint.fsync";
@@ -79,6 +82,13 @@ const FSYNC: OptionDecl = OptionDecl::new(
 )
 .default_value("false");
 
+const CORRUPT_FILES: OptionDecl = OptionDecl::new(
+    IGNORE_CORRUPT_FILES,
+    OptionKind::Bool,
+    "file sources skip files they cannot decode and count them in the progress, unless a source sets `ignoreCorruptFiles` itself",
+)
+.default_value("false");
+
 /// What a flow's `conf(...)` and the spec's `flows.<name>.options` may set,
 /// besides its sources' options.
 pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
@@ -89,6 +99,7 @@ pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
     CHECKPOINT,
     PARTITIONS,
     WATERMARK_POLICY,
+    CORRUPT_FILES,
 ]);
 
 /// What every sink takes besides its connector's options.
@@ -100,7 +111,8 @@ pub static SINK_SETTINGS: OptionSet = OptionSet::new(&[OptionDecl::new(
 
 /// What the spec's `configuration:` may set for the whole pipeline (besides
 /// the pipeline's own parameters).
-pub static PIPELINE_SETTINGS: OptionSet = OptionSet::new(&[FSYNC, PARTITIONS, WATERMARK_POLICY]);
+pub static PIPELINE_SETTINGS: OptionSet =
+    OptionSet::new(&[FSYNC, PARTITIONS, WATERMARK_POLICY, CORRUPT_FILES]);
 
 /// True for a key in the framework's own namespace (`pipelines.`, any case).
 pub fn is_framework_key(key: &str) -> bool {

@@ -432,6 +432,7 @@ impl Source for DeltaSource {
             batches,
             bytes,
             malformed_dropped: 0,
+            corrupt_files_skipped: 0,
         })
     }
 

@@ -680,6 +680,7 @@ impl Source for KafkaSource {
             batches,
             bytes,
             malformed_dropped: 0,
+            corrupt_files_skipped: 0,
         })
     }
 

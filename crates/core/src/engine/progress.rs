@@ -49,6 +49,9 @@ pub struct SourceProgress {
     /// (Kafka's `failOnDataLoss=false`).
     #[serde(skip_serializing_if = "is_zero")]
     pub num_data_lost: u64,
+    /// Files skipped as undecodable (`ignoreCorruptFiles`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub num_corrupt_files_skipped: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

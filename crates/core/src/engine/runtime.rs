@@ -541,7 +541,8 @@ fn open_leaves(
             PlanNode::Source(spec) => {
                 let spec = spec.clone();
                 let schema = leaf.schema.clone();
-                let ctx = ctx.clone();
+                let mut ctx = ctx.clone();
+                session_source_settings(graph, flow, &spec, &mut ctx.option_overrides);
                 shapes.push(SourceShape {
                     description: spec.describe(),
                     format: spec.format.name().to_string(),
@@ -1118,6 +1119,7 @@ impl StreamingQuery {
                         end_offset: end,
                         num_input_rows: rows,
                         num_malformed_dropped: read.malformed_dropped,
+                        num_corrupt_files_skipped: read.corrupt_files_skipped,
                         num_data_lost: source.data_lost(),
                     });
                     inputs[i] = read.batches;
@@ -1220,9 +1222,38 @@ async fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
+use crate::conf::IGNORE_CORRUPT_FILES;
 pub use crate::conf::SHUFFLE_PARTITIONS;
 use crate::engine::fault::checkpoint_step;
 pub use crate::engine::fault::{fault_point, inject_failure};
+
+/// Spark's session settings that stand for a source option, applied where
+/// the source does not set the option itself: the flow's settings, then the
+/// pipeline's `configuration:` (`spark.sql.files.ignoreCorruptFiles` →
+/// `ignoreCorruptFiles` of a file source).
+fn session_source_settings(
+    graph: &PipelineGraph,
+    flow: &FlowNode,
+    spec: &crate::plan::SourceSpec,
+    overrides: &mut BTreeMap<String, String>,
+) {
+    const OPTION: &str = "ignoreCorruptFiles";
+    let settings = flow_settings(flow);
+    let Some(value) = settings
+        .get(IGNORE_CORRUPT_FILES)
+        .or_else(|| graph.configuration.get(IGNORE_CORRUPT_FILES))
+    else {
+        return;
+    };
+    let takes_it = spec
+        .format
+        .connector()
+        .is_some_and(|c| c.options().knows(OPTION));
+    let set = |m: &BTreeMap<String, String>| m.keys().any(|k| k.eq_ignore_ascii_case(OPTION));
+    if takes_it && !set(&spec.options) && !set(overrides) {
+        overrides.insert(OPTION.to_string(), value.clone());
+    }
+}
 
 /// The flow's state partitions: its settings, then the pipeline's
 /// `configuration:`, else twice the cores (at most 16).

@@ -40,6 +40,8 @@ pub struct ReadBatch {
     pub bytes: u64,
     /// Records dropped by `mode=DROPMALFORMED`.
     pub malformed_dropped: u64,
+    /// Files skipped as undecodable (`ignoreCorruptFiles`).
+    pub corrupt_files_skipped: u64,
 }
 
 impl ReadBatch {

@@ -913,7 +913,71 @@ fn a_damaged_parquet_footer_is_an_error_naming_the_file_or_skipped() {
     );
     let mut src = e2.open(&s);
     let end = src.latest_offset(None).unwrap().unwrap();
-    assert_eq!(src.read(None, &end).unwrap().num_rows(), 0);
+    let read = src.read(None, &end).unwrap();
+    assert_eq!(read.num_rows(), 0);
+    assert_eq!(read.corrupt_files_skipped, 1);
+}
+
+/// Spark's `spark.sql.files.ignoreCorruptFiles` in the pipeline's
+/// configuration skips the damaged file of a run, and the batch's progress
+/// counts it; a source's own `ignoreCorruptFiles = false` wins.
+#[test]
+fn the_session_setting_skips_corrupt_files_and_the_progress_counts_them() {
+    use pipelines_core::engine::runtime::{run, RunOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_parquet(&dir.join("in/p0.parquet"), &file_batch(&[1, 2]));
+    write_parquet(&dir.join("in/p1.parquet"), &file_batch(&[3, 4]));
+    damage_footer(&dir.join("in/p1.parquet"), 0);
+    let input = dir.join("in").to_string_lossy().to_string();
+    let pipeline = |own: Option<&'static str>| {
+        let input = input.clone();
+        pipelines_core::Pipeline::new()
+            .append_flow("copy", "copied", move |s| {
+                let mut r = s.read_stream().format("parquet");
+                if let Some(v) = own {
+                    r = r.option("ignoreCorruptFiles", v);
+                }
+                r.load(input.clone())
+            })
+            .create_sink("copied", "memory", [("queryName", "corrupt_skipped")])
+    };
+    let text = "name: p\nstorage: ./storage\nconfiguration:\n  spark.sql.files.ignoreCorruptFiles: \"true\"\n";
+    let spec = pipelines_core::spec::parse_str(text, &dir.join("pipeline.yml")).unwrap();
+    let graph = pipeline(None)
+        .build(&spec)
+        .map_err(|d| d.to_string())
+        .unwrap();
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    let table = pipelines_core::engine::sinks::memory_table("corrupt_skipped").unwrap();
+    assert_eq!(table.num_rows(), 2);
+    let log = fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
+    let skipped: Vec<u64> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("batchId").is_some())
+        .map(|v| {
+            v["sources"][0]["numCorruptFilesSkipped"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(skipped, [1]);
+
+    // The source's own option wins over the session's.
+    let storage = dir.join("storage2");
+    let graph = pipeline(Some("false"))
+        .build(&spec)
+        .map_err(|d| d.to_string())
+        .unwrap();
+    let err = run(&graph, &RunOptions::new(dir, &storage))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("flow `copy`: cannot read parquet file ")
+            && err.contains("in/p1.parquet: Parquet error: the footer is damaged"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -142,6 +142,7 @@ impl KafkaSource {
                 batches: vec![out.finish()?],
                 bytes,
                 malformed_dropped: 0,
+                corrupt_files_skipped: 0,
             },
         )))
     }

@@ -64,8 +64,8 @@ struct Epoch {
     steps: u64,
     input_rows: u64,
     output_rows: u64,
-    /// Per source: rows read and malformed rows dropped.
-    read_rows: Vec<(u64, u64)>,
+    /// Per source: rows read, malformed rows dropped, corrupt files skipped.
+    read_rows: Vec<(u64, u64, u64)>,
     execute_ms: f64,
     sink_ms: f64,
     read_ms: f64,
@@ -134,7 +134,7 @@ impl StreamingQuery {
             steps: 0,
             input_rows: 0,
             output_rows: 0,
-            read_rows: vec![(0, 0); self.committed.len()],
+            read_rows: vec![(0, 0, 0); self.committed.len()],
             execute_ms: 0.0,
             sink_ms: 0.0,
             read_ms: 0.0,
@@ -176,6 +176,7 @@ impl StreamingQuery {
                             let rows = read.num_rows() as u64;
                             epoch.read_rows[*slot].0 += rows;
                             epoch.read_rows[*slot].1 += read.malformed_dropped;
+                            epoch.read_rows[*slot].2 += read.corrupt_files_skipped;
                             step_rows += rows;
                             epoch.positions[*slot] = Some(end);
                             new_data = true;
@@ -288,7 +289,7 @@ impl StreamingQuery {
                 if let Some(Some(end)) = epoch.positions.get(*slot) {
                     source.commit(end)?;
                 }
-                let (rows, malformed) = epoch.read_rows[*slot];
+                let (rows, malformed, corrupt) = epoch.read_rows[*slot];
                 sources.push(SourceProgress {
                     description: source.describe(),
                     start_offset: self.committed.get(*slot).cloned().flatten(),
@@ -296,6 +297,7 @@ impl StreamingQuery {
                     num_input_rows: rows,
                     num_malformed_dropped: malformed,
                     num_data_lost: source.data_lost(),
+                    num_corrupt_files_skipped: corrupt,
                 });
             }
         }

@@ -364,6 +364,7 @@ impl FileSource {
 /// files is an error (the same files again is a replay, and fine).
 fn write_log_entry(state_dir: &Path, batch: u64, text: &str) -> Result<()> {
     let path = state_dir.join(batch.to_string());
+    crate::engine::checkpoint::create_private_dir(state_dir)?;
     match crate::engine::checkpoint::write_once(&path, text.as_bytes())? {
         WriteOnce::Written | WriteOnce::Identical => Ok(()),
         WriteOnce::Differs => Err(Error::checkpoint(
@@ -832,6 +833,7 @@ impl Source for FileSource {
             batches: decoded.batches,
             bytes,
             malformed_dropped: decoded.dropped,
+            corrupt_files_skipped: decoded.corrupt_files.len() as u64,
         })
     }
 }

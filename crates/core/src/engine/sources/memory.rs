@@ -278,6 +278,7 @@ impl Source for MemorySource {
             batches: out,
             bytes,
             malformed_dropped: 0,
+            corrupt_files_skipped: 0,
         })
     }
 

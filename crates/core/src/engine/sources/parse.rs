@@ -135,6 +135,9 @@ pub(crate) struct FileToRead {
 pub(crate) struct Decoded {
     pub batches: Vec<RecordBatch>,
     pub dropped: u64,
+    /// The files skipped as undecodable (`ignoreCorruptFiles`), by index,
+    /// each once.
+    pub corrupt_files: std::collections::BTreeSet<usize>,
 }
 
 enum Task {
@@ -188,6 +191,7 @@ pub(crate) fn read_files(
             Some(Ok(d)) => {
                 out.batches.extend(d.batches);
                 out.dropped += d.dropped;
+                out.corrupt_files.extend(d.corrupt_files);
             }
             Some(Err(e)) => return Err(e),
             None => break,
@@ -308,7 +312,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
             match super::without_panics(|| parquet_read(cfg, &f.path, row_groups.clone())) {
                 Ok(batches) => Ok(Decoded {
                     batches,
-                    dropped: 0,
+                    ..Decoded::default()
                 }),
                 Err(e) if cfg.ignore_corrupt_files => {
                     tracing::warn!(
@@ -316,7 +320,10 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
                         "skipping corrupt file {}: {e}",
                         display_path(&cfg.base_dir, &f.path)
                     );
-                    Ok(Decoded::default())
+                    Ok(Decoded {
+                        corrupt_files: [*file].into(),
+                        ..Decoded::default()
+                    })
                 }
                 Err(e) => Err(Error::external_with_help(
                     format!(
@@ -626,7 +633,7 @@ fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
             .collect::<Result<Vec<_>>>()?;
         return Ok(Decoded {
             batches,
-            dropped: 0,
+            ..Decoded::default()
         });
     }
     // Slow path: one unit per non-blank line.
@@ -811,7 +818,7 @@ fn csv_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
             .collect::<Result<Vec<_>>>()?;
         return Ok(Decoded {
             batches,
-            dropped: 0,
+            ..Decoded::default()
         });
     }
     let mut units = csv_records(buf, &cfg.csv);

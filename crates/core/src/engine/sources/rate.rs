@@ -262,6 +262,7 @@ impl Source for RateSource {
             batches: self.build(from, to)?,
             bytes: 0,
             malformed_dropped: 0,
+            corrupt_files_skipped: 0,
         })
     }
 }

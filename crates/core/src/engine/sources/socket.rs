@@ -238,6 +238,7 @@ impl Source for SocketSource {
             batches: vec![RecordBatch::try_new(self.schema.clone(), cols)?],
             bytes,
             malformed_dropped: 0,
+            corrupt_files_skipped: 0,
         })
     }
 
