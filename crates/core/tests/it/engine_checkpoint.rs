@@ -533,13 +533,22 @@ fn damaged_checkpoint_files_are_errors_never_a_crash() {
         },
     )
     .unwrap();
-    let files = ["offsets/0", "commits/0", "metadata"];
+    c.write_shape(&QueryShape {
+        sources: vec![source(
+            "json source `data/logs`",
+            &[("maxFilesPerTrigger", "1")],
+        )],
+        stateful_operators: vec!["aggregate [window, service_name]".to_string()],
+        output_schema: vec![("count".to_string(), "BIGINT".to_string())],
+    })
+    .unwrap();
+    let files = ["offsets/0", "commits/0", "metadata", "shape.json"];
     let valid: Vec<Vec<u8>> = files
         .iter()
         .map(|f| fs::read(tmp.path().join(f)).unwrap())
         .collect();
     let mut damage = crate::damage::Damage::new(0x2545_F491_4F6C_DD1D);
-    let mut errors = [0usize; 3];
+    let mut errors = [0usize; 4];
     for case in 0..300 {
         for (i, f) in files.iter().enumerate() {
             let mut bytes = valid[i].clone();
@@ -552,6 +561,7 @@ fn damaged_checkpoint_files_are_errors_never_a_crash() {
             let outcome = match *f {
                 "offsets/0" => c.latest_offsets().map(|_| ()),
                 "commits/0" => c.latest_commit().map(|_| ()),
+                "shape.json" => c.read_shape().map(|_| ()),
                 _ => Checkpoint::open(tmp.path()).map(|_| ()),
             };
             if let Err(e) = outcome {
@@ -563,8 +573,8 @@ fn damaged_checkpoint_files_are_errors_never_a_crash() {
         }
     }
     eprintln!(
-        "damaged checkpoint files, 300 each: errors offsets {}, commits {}, metadata {}; 0 panics",
-        errors[0], errors[1], errors[2]
+        "damaged checkpoint files, 300 each: errors offsets {}, commits {}, metadata {}, shape {}; 0 panics",
+        errors[0], errors[1], errors[2], errors[3]
     );
     assert!(errors.iter().all(|&n| n > 100), "{errors:?}");
 }
