@@ -81,26 +81,128 @@ pub fn rate_limit(
 ) -> PartitionOffsets {
     let sizes: BTreeMap<&TopicPartition, i64> = until
         .iter()
-        .map(|(tp, u)| (tp, (u - from.get(tp).copied().unwrap_or(*u)).max(0)))
+        .map(|(tp, u)| {
+            let begin = from.get(tp).copied().unwrap_or(*u);
+            (tp, u.saturating_sub(begin).max(0))
+        })
         .collect();
-    let total: i64 = sizes.values().sum();
+    let total: u128 = sizes.values().map(|s| *s as u128).sum();
     let mut out = PartitionOffsets::new();
     for (tp, u) in until {
         let begin = from.get(tp).copied().unwrap_or(*u);
         let end = match limit {
-            Some(limit) if total as u64 > limit && total > 0 => {
-                let size = sizes[tp];
-                let share = limit as f64 * size as f64 / total as f64;
-                let take = if share < 1.0 {
-                    share.ceil()
-                } else {
-                    share.floor()
-                } as i64;
-                (begin + take).min(*u).max(begin)
+            Some(limit) if total > limit as u128 => {
+                // The share `limit * size / total`, exactly: below one
+                // message rounded up, otherwise down.
+                let scaled = limit as u128 * sizes[tp] as u128;
+                let share = scaled / total;
+                let share = if share == 0 && scaled > 0 { 1 } else { share };
+                let take = i64::try_from(share).unwrap_or(i64::MAX);
+                begin.saturating_add(take).min(*u).max(begin)
             }
             _ => (*u).max(begin),
         };
         out.insert(tp.clone(), end);
     }
     out
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    /// A seeded xorshift64 generator.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        /// An offset: small, huge, or at the ends of the range.
+        fn offset(&mut self) -> i64 {
+            match self.next() % 4 {
+                0 => (self.next() % 100) as i64,
+                1 => (self.next() >> 1) as i64,
+                2 => i64::MAX - (self.next() % 3) as i64,
+                _ => -((self.next() % 3) as i64),
+            }
+        }
+    }
+
+    /// Damaged checkpoint offsets are positions or an error (never a
+    /// panic), and `maxOffsetsPerTrigger` over any offsets stays within
+    /// each partition's range and the limit (plus one per partition, the
+    /// rounding up); 2000 seeded cases.
+    #[test]
+    fn damaged_offsets_and_any_ranges_never_panic() {
+        let mut rng = Rng(0x94D0_49BB_1331_11EB);
+        let valid = r#"{"events":{"0":42,"1":7},"other":{"3":1000000}}"#.as_bytes();
+        let alphabet = b"{}[]\":,0123456789-.eE ";
+        let (mut errors, mut parsed) = (0, 0);
+        for case in 0..2000 {
+            let mut text = valid.to_vec();
+            for _ in 0..1 + rng.next() % 4 {
+                let at = (rng.next() as usize) % text.len();
+                text[at] = alphabet[(rng.next() as usize) % alphabet.len()];
+            }
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&text) {
+                match checkpoint_offsets_from_json(&value) {
+                    Ok(o) => {
+                        parsed += 1;
+                        assert!(o.values().all(|v| *v >= 0), "case {case}: {o:?}");
+                    }
+                    Err(_) => errors += 1,
+                }
+            } else {
+                errors += 1;
+            }
+            let n = 1 + rng.next() % 5;
+            let (mut from, mut until) = (PartitionOffsets::new(), PartitionOffsets::new());
+            for p in 0..n as i32 {
+                if rng.next() % 4 != 0 {
+                    from.insert(("t".to_string(), p), rng.offset());
+                }
+                until.insert(("t".to_string(), p), rng.offset());
+            }
+            let limit = match rng.next() % 3 {
+                0 => None,
+                1 => Some(rng.next() % 50),
+                _ => Some(rng.next()),
+            };
+            let ends = rate_limit(&from, &until, limit);
+            let mut taken: u128 = 0;
+            for (tp, end) in &ends {
+                let u = until[tp];
+                let begin = from.get(tp).copied().unwrap_or(u);
+                assert!(
+                    *end >= begin,
+                    "case {case}: {tp:?} ends at {end} before {begin}"
+                );
+                assert!(*end <= u.max(begin), "case {case}: {tp:?} ends past {u}");
+                taken += (*end as i128 - begin as i128) as u128;
+            }
+            if let Some(limit) = limit {
+                let total: u128 = until
+                    .iter()
+                    .map(|(tp, u)| {
+                        (*u as i128 - from.get(tp).copied().unwrap_or(*u) as i128).max(0) as u128
+                    })
+                    .sum();
+                if total > limit as u128 {
+                    assert!(
+                        taken <= limit as u128 + n as u128,
+                        "case {case}: took {taken} of {limit}"
+                    );
+                }
+            }
+        }
+        assert!(
+            errors > 500 && parsed > 100,
+            "{errors} errors, {parsed} parsed"
+        );
+    }
 }
