@@ -163,7 +163,7 @@ mod fuzz {
             let n = 1 + rng.next() % 5;
             let (mut from, mut until) = (PartitionOffsets::new(), PartitionOffsets::new());
             for p in 0..n as i32 {
-                if rng.next() % 4 != 0 {
+                if !rng.next().is_multiple_of(4) {
                     from.insert(("t".to_string(), p), rng.offset());
                 }
                 until.insert(("t".to_string(), p), rng.offset());
