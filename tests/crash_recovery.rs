@@ -14,7 +14,10 @@
 //! commit and the checkpoint commit (no row duplicated: the replay finds its
 //! Delta transaction version). It also checks that a changed query on an
 //! old checkpoint is refused with the diff and the full-refresh hint, and
-//! that a second run started while one runs is refused by the lock.
+//! that a second run started while one runs is refused by the lock. Last,
+//! a kill -9 loop: 20 rounds of new input and a run killed at a random
+//! moment, over JSON → Delta → a merge-keyed Delta sink, checked with the
+//! independent `deltalake` reader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -409,9 +412,202 @@ fn two_runs_at_once_are_refused() -> bool {
     )
 }
 
+/// The kill loop's pipeline: JSON files → Delta table `raw` (one file per
+/// batch) → a running count per key, upserted into a Delta sink by
+/// `merge_keys` in update mode.
+fn loop_child_main() -> std::process::ExitCode {
+    dp::Pipeline::new()
+        .table("raw", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT, k STRING")
+                .option("maxFilesPerTrigger", "1")
+                .load("loop_input")
+        })
+        .update_flow("key_counts", "key_counts_sink", |s| {
+            s.read_stream_table("raw")?.group_by([col("k")]).count()
+        })
+        .create_sink(
+            "key_counts_sink",
+            "delta",
+            [("path", "out/key_counts"), ("merge_keys", "k")],
+        )
+        .main()
+}
+
+/// `{"<table>": {"columns": [...], "rows": [[...], ...]}}` read by the
+/// `deltalake` Python package (tests/delta/read_delta.py); None without it.
+fn python_read(tables: &[PathBuf]) -> Option<serde_json::Value> {
+    let python = std::env::var("PIPELINES_PYTHON").ok()?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta/read_delta.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(tables)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "read_delta.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// 20 rounds of: new input files, a run killed with SIGKILL at a random
+/// moment; then a run to the end. The Delta table holds every input row
+/// exactly once and the merge-keyed sink the exact count per key, as read
+/// by the independent `deltalake` reader (our own reader without it).
+fn kill_loop_over_delta_and_a_merge_sink() -> bool {
+    const ROUNDS: u64 = 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: kill_loop\nstorage: ./storage\n",
+    )
+    .unwrap();
+    let input = dir.join("loop_input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut rng: u64 = 0x853C_49E6_748F_EA9B;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut ids = BTreeMap::new();
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    let mut killed = 0;
+    for round in 0..ROUNDS {
+        for f in 0..2 + next() % 3 {
+            let mut text = String::new();
+            for r in 0..10 {
+                let id = (round * 100 + f * 10 + r) as i64;
+                let k = format!("k{}", next() % 7);
+                *counts.entry(k.clone()).or_default() += 1;
+                ids.insert(id, 1usize);
+                text.push_str(&format!("{{\"id\":{id},\"k\":\"{k}\"}}\n"));
+            }
+            std::fs::write(input.join(format!("part-{round:03}-{f}.json")), text).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(15));
+        }
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .current_dir(&dir)
+            .env("PIPELINE_CHILD", "kill_loop")
+            .env_remove("PIPELINES_FAULT")
+            .arg("run")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20 + next() % 1200));
+        if child.try_wait().unwrap().is_none() {
+            killed += 1;
+        }
+        // SIGKILL: no destructor or flush runs in the child.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // What the killed runs committed between them (the last run does the rest).
+    let committed = |flow: &str| {
+        std::fs::read_dir(dir.join("storage/checkpoints").join(flow).join("commits"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let (raw_done, counts_done) = (committed("raw"), committed("key_counts"));
+    let last = Command::new(std::env::current_exe().unwrap())
+        .current_dir(&dir)
+        .env("PIPELINE_CHILD", "kill_loop")
+        .env_remove("PIPELINES_FAULT")
+        .arg("run")
+        .output()
+        .unwrap();
+    let raw = dir.join("storage/tables/raw");
+    let sink = dir.join("out/key_counts");
+    let (raw_ids, sink_counts, reader) = match python_read(&[raw.clone(), sink.clone()]) {
+        Some(v) => {
+            let rows = |p: &Path| {
+                v[p.to_string_lossy().as_ref()]["rows"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let mut raw_ids = BTreeMap::new();
+            for r in rows(&raw) {
+                *raw_ids.entry(r[0].as_i64().unwrap()).or_insert(0usize) += 1;
+            }
+            let sink_counts: BTreeMap<String, i64> = rows(&sink)
+                .iter()
+                .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_i64().unwrap()))
+                .collect();
+            (raw_ids, sink_counts, "deltalake (Python)")
+        }
+        None => {
+            let mut raw_ids = BTreeMap::new();
+            for b in dp::delta::read_table(&raw).unwrap().unwrap_or_default() {
+                let c = b
+                    .column_by_name("id")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
+                for i in 0..c.len() {
+                    *raw_ids.entry(c.value(i)).or_insert(0usize) += 1;
+                }
+            }
+            let mut sink_counts = BTreeMap::new();
+            for b in dp::delta::read_table(&sink).unwrap().unwrap_or_default() {
+                let k = b
+                    .column_by_name("k")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                    .unwrap()
+                    .clone();
+                let n = b
+                    .column_by_name("count")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
+                for i in 0..k.len() {
+                    sink_counts.insert(k.value(i).to_string(), n.value(i));
+                }
+            }
+            (
+                raw_ids,
+                sink_counts,
+                "our Delta reader (no Python deltalake)",
+            )
+        }
+    };
+    check(
+        &format!(
+            "kill -9 loop: {ROUNDS} rounds ({killed} killed mid-run, {raw_done} + {counts_done} batches committed by them), file → Delta → merge-keyed Delta sink, read by {reader}: every row once, exact counts"
+        ),
+        last.status.success()
+            && killed >= 3
+            && raw_done > 0
+            && counts_done > 0
+            && raw_ids == ids
+            && sink_counts == counts,
+        || {
+            format!(
+                "last run {:?}: {}\nkilled {killed}\nraw ids {raw_ids:?}\nexpected {ids:?}\nsink {sink_counts:?}\nexpected {counts:?}",
+                last.status,
+                String::from_utf8_lossy(&last.stderr)
+            )
+        },
+    )
+}
+
 fn main() -> std::process::ExitCode {
-    if std::env::var("PIPELINE_CHILD").is_ok() {
-        return child_main();
+    match std::env::var("PIPELINE_CHILD").as_deref() {
+        Ok("kill_loop") => return loop_child_main(),
+        Ok(_) => return child_main(),
+        Err(_) => {}
     }
     // `cargo test -- --list` and filters: run everything, it is quick.
     let mut ok = true;
@@ -435,6 +631,7 @@ fn main() -> std::process::ExitCode {
     }
     ok &= changed_query_is_refused();
     ok &= two_runs_at_once_are_refused();
+    ok &= kill_loop_over_delta_and_a_merge_sink();
     if ok {
         std::process::ExitCode::SUCCESS
     } else {
