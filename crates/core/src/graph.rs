@@ -769,9 +769,7 @@ impl Build<'_> {
                 graph.add_edge(fi, ti, ());
             }
             // The quarantine is written by the flow too.
-            if let Some(qi) = quality_of(f, datasets)
-                .1
-                .and_then(|q| dataset_idx.get(&q).copied())
+            if let Some(qi) = quarantine_of(f, datasets).and_then(|q| dataset_idx.get(&q).copied())
             {
                 if !graph.contains_edge(fi, qi) {
                     graph.add_edge(fi, qi, ());
@@ -1083,7 +1081,7 @@ impl Build<'_> {
                     .and_then(|s| s.options.get(LATE_ROWS_TO))
                     .or_else(|| f.conf.get(LATE_ROWS_TO))
                     .and_then(|late| datasets.get(late));
-                let quarantine = quality_of(f, datasets).1.and_then(|q| datasets.get(&q));
+                let quarantine = quarantine_of(f, datasets).and_then(|q| datasets.get(&q));
                 for d in real_time_checks::check_real_time(f, df, *mode, target, late, quarantine) {
                     diags.push(d);
                 }
@@ -1354,19 +1352,24 @@ fn error_diagnostic(f: &FlowDef, context: &str, e: crate::error::Error) -> Diagn
 }
 
 /// A flow's expectations (its target's, then its own) and its quarantine
-/// (its own, else its target's).
+/// ([`quarantine_of`]).
 pub(crate) fn quality_of(
     f: &FlowDef,
     datasets: &BTreeMap<String, DatasetDef>,
 ) -> (Vec<Expectation>, Option<String>) {
-    let target = datasets.get(&f.target);
-    let mut all: Vec<Expectation> = target.map(|t| t.expectations.clone()).unwrap_or_default();
+    let mut all: Vec<Expectation> = datasets
+        .get(&f.target)
+        .map(|t| t.expectations.clone())
+        .unwrap_or_default();
     all.extend(f.expectations.iter().cloned());
-    let quarantine = f
-        .quarantine
+    (all, quarantine_of(f, datasets))
+}
+
+/// Where a flow's dropped rows go: its own quarantine, else its target's.
+fn quarantine_of(f: &FlowDef, datasets: &BTreeMap<String, DatasetDef>) -> Option<String> {
+    f.quarantine
         .clone()
-        .or_else(|| target.and_then(|t| t.quarantine.clone()));
-    (all, quarantine)
+        .or_else(|| datasets.get(&f.target).and_then(|t| t.quarantine.clone()))
 }
 
 /// Each declared quarantine names a streaming table or sink other than
@@ -1378,36 +1381,36 @@ fn check_quarantines(
     flows_of: &mut BTreeMap<String, Vec<String>>,
     diags: &mut Diagnostics,
 ) {
-    // Where each quarantine was declared: datasets, then flows.
-    let declared = datasets
-        .values()
-        .filter_map(|d| {
-            Some((
+    let drops = |list: &[Expectation]| list.iter().any(|e| e.action == ExpectationAction::Drop);
+    // Where each quarantine was declared (a dataset, or a flow whose target's
+    // expectations it applies too): (subject, target, quarantine, drops, origin).
+    let mut declared = Vec::new();
+    for d in datasets.values() {
+        if let Some(q) = &d.quarantine {
+            declared.push((
                 d.subject(),
                 d.name.clone(),
-                d.quarantine.clone()?,
-                &d.expectations,
+                q.clone(),
+                drops(&d.expectations),
                 d.origin.clone(),
-                Vec::new(),
-            ))
-        })
-        .chain(flows.values().filter_map(|f| {
-            let target = datasets.get(&f.target);
-            let inherited = target.map(|t| t.expectations.clone()).unwrap_or_default();
-            Some((
+            ));
+        }
+    }
+    for f in flows.values() {
+        if let Some(q) = &f.quarantine {
+            let target_drops = datasets
+                .get(&f.target)
+                .is_some_and(|t| drops(&t.expectations));
+            declared.push((
                 f.subject(),
                 f.target.clone(),
-                f.quarantine.clone()?,
-                &f.expectations,
+                q.clone(),
+                drops(&f.expectations) || target_drops,
                 f.origin.clone(),
-                inherited,
-            ))
-        }));
-    for (subject, target, q, own, origin, inherited) in declared {
-        let drops = own
-            .iter()
-            .chain(&inherited)
-            .any(|e| e.action == ExpectationAction::Drop);
+            ));
+        }
+    }
+    for (subject, target, q, drops, origin) in declared {
         match datasets.get(&q) {
             None => {
                 let language = if origin.as_ref().is_some_and(Origin::is_library) {
@@ -1460,7 +1463,7 @@ fn check_quarantines(
         }
     }
     for f in flows.values() {
-        if let Some(q) = quality_of(f, datasets).1 {
+        if let Some(q) = quarantine_of(f, datasets) {
             if datasets.contains_key(&q) && q != f.target {
                 let writers = flows_of.entry(q).or_default();
                 if !writers.contains(&f.name) {
@@ -1482,7 +1485,7 @@ fn quarantine_columns(
     schema_source: &mut BTreeMap<String, String>,
     diags: &mut Diagnostics,
 ) {
-    let Some(q) = quality_of(f, datasets).1 else {
+    let Some(q) = quarantine_of(f, datasets) else {
         return;
     };
     let Some(d) = datasets.get(&q) else {
