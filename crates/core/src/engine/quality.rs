@@ -98,6 +98,9 @@ pub struct QualityChecks {
     dataset_subject: String,
     checks: Vec<Check>,
     quarantine: Option<SchemaRef>,
+    /// Under the real-time trigger a batch is an epoch whose earlier steps
+    /// already reached the sink: the fail message says so.
+    real_time: bool,
 }
 
 /// A batch's rows after the expectations.
@@ -159,7 +162,14 @@ impl QualityChecks {
             dataset_subject: dataset_subject.to_string(),
             checks,
             quarantine: quarantine.then(|| Arc::new(quarantine_schema(&plain))),
+            real_time: false,
         }))
+    }
+
+    /// The same checks for a flow under the real-time trigger.
+    pub fn in_real_time(mut self) -> Self {
+        self.real_time = true;
+        self
     }
 
     /// Applies the expectations to batch `batch_id`'s rows. A failing
@@ -311,9 +321,15 @@ impl QualityChecks {
                 e.condition.trim(),
                 describe_row(batch, row),
             ),
-            format!(
-                "nothing of batch {batch_id} was written or committed; fix the data or the expectation and run again: the batch is replayed from its logged offsets"
-            ),
+            if self.real_time {
+                format!(
+                    "epoch {batch_id} was not committed; the rows of its earlier steps already reached the sink (real-time mode delivers at least once); fix the data or the expectation and run again: the epoch runs again from the last committed one"
+                )
+            } else {
+                format!(
+                    "nothing of batch {batch_id} was written or committed; fix the data or the expectation and run again: the batch is replayed from its logged offsets"
+                )
+            },
         )
     }
 }

@@ -758,7 +758,11 @@ impl StreamingQuery {
             &flow.expectations,
             &flow.schema,
             quarantine_sink.is_some(),
-        )?;
+        )?
+        .map(|q| match flow.trigger {
+            Trigger::RealTime { .. } => q.in_real_time(),
+            _ => q,
+        });
         push_down(&mut leaves, &compiled, late_sink.is_some());
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
