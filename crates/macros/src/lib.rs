@@ -206,8 +206,8 @@ pub fn temporary_view(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// #[update_flow]; alone it is an error. Write it with a path
 /// (`dp::expect`): a bare `#[expect]` is Rust's lint attribute.
 ///
-/// A row fails when the condition is FALSE or NULL; write
-/// `"age IS NULL OR age > 0"` to let NULLs through.
+/// A row fails only when the condition is FALSE (NULL passes); write
+/// `"age IS NOT NULL AND age > 0"` to catch NULLs too.
 ///
 /// ```ignore
 /// use pipelines as dp;

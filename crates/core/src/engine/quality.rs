@@ -197,7 +197,7 @@ impl QualityChecks {
                 continue;
             }
             let rows = batch.num_rows();
-            // Per expectation: which rows pass (NULL is a failure).
+            // Per expectation: which rows pass (only FALSE fails).
             let mut passes: Vec<BooleanArray> = Vec::with_capacity(self.checks.len());
             for (i, check) in self.checks.iter().enumerate() {
                 let pass = self.evaluate(check, &batch)?;
