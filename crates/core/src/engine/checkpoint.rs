@@ -108,6 +108,11 @@ pub struct OffsetEntry {
 pub struct CommitEntry {
     /// The watermark the next batch starts with (ms since the epoch).
     pub next_batch_watermark_ms: i64,
+    /// The rows the batch handed to its sink (this engine's addition to
+    /// Spark's commit metadata, which ignores it): a restart checks that a
+    /// sink that records its batches has the last one (a power loss can
+    /// take a manifest entry that was never synced).
+    pub sink_rows: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -126,6 +131,8 @@ struct OffsetMetadataJson {
 struct CommitJson {
     #[serde(default)]
     next_batch_watermark_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pipelines_sink_rows: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -678,6 +685,7 @@ fn format_offsets(entry: &OffsetEntry) -> std::result::Result<String, String> {
 fn format_commit(entry: &CommitEntry) -> std::result::Result<String, String> {
     let json = serde_json::to_string(&CommitJson {
         next_batch_watermark_ms: entry.next_batch_watermark_ms,
+        pipelines_sink_rows: entry.sink_rows,
     })
     .map_err(|e| e.to_string())?;
     Ok(format!("{LOG_VERSION}\n{json}"))
@@ -803,6 +811,7 @@ fn parse_commit(path: &Path, text: &str) -> Result<CommitEntry> {
     })?;
     Ok(CommitEntry {
         next_batch_watermark_ms: json.next_batch_watermark_ms,
+        sink_rows: json.pipelines_sink_rows,
     })
 }
 

@@ -748,6 +748,7 @@ impl StreamingQuery {
         let sink_ctx = sink_context(graph, flow, target, opts, checkpoint.query_id())?;
         let foreach = crate::engine::sinks::foreach_batch_fn(&target.def.name);
         let sink = crate::engine::sinks::open_sink(sink_ctx, foreach)?;
+        check_sink_has_last_commit(flow, &checkpoint, sink.as_ref())?;
         let sink_description = sink.describe();
         let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
         let quarantine_sink = open_quarantine_sink(graph, flow, opts, checkpoint.query_id())?;
@@ -1030,6 +1031,7 @@ impl StreamingQuery {
             n,
             &CommitEntry {
                 next_batch_watermark_ms: next_watermark_ms,
+                sink_rows: Some(output_rows),
             },
         )?;
         self.last_batch_watermark_ms = batch_watermark_ms;
@@ -1333,6 +1335,35 @@ fn open_late_sink(
     let ctx = sink_context(graph, flow, dataset, opts, query_id)?;
     let foreach = crate::engine::sinks::foreach_batch_fn(&dataset.def.name);
     Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
+}
+
+/// A sink that records its batches must hold the last committed batch that
+/// handed it rows: without `pipelines.checkpoint.fsync`, a power loss can
+/// keep `commits/N` and lose the sink's unsynced record of batch N, whose
+/// rows would be lost silently.
+fn check_sink_has_last_commit(
+    flow: &FlowNode,
+    checkpoint: &Checkpoint,
+    sink: &dyn Sink,
+) -> Result<()> {
+    let Some((n, commit)) = checkpoint.latest_commit()? else {
+        return Ok(());
+    };
+    if commit.sink_rows.unwrap_or(0) == 0 || sink.has_batch(n) != Some(false) {
+        return Ok(());
+    }
+    Err(Error::runtime_with_help(
+        format!(
+            "flow `{}`: {} has no record of batch {n}, which the checkpoint committed with {} row{} for it (its manifest entry was lost, e.g. by a power loss before it reached the disk)",
+            flow.def.name,
+            sink.describe(),
+            commit.sink_rows.unwrap_or(0),
+            if commit.sink_rows == Some(1) { "" } else { "s" },
+        ),
+        format!(
+            "restore the sink's `_spark_metadata/{n}` from a backup, or rebuild the table with `run --full-refresh`; set `pipelines.checkpoint.fsync: \"true\"` to make this durable"
+        ),
+    ))
 }
 
 /// Opens the flow's quarantine (its rows failing a drop-expectation, plus

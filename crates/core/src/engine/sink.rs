@@ -62,6 +62,14 @@ pub trait Sink: Send {
         mode: OutputMode,
     ) -> Result<SinkWrite>;
 
+    /// Whether the sink holds batch `batch_id` of this query, for sinks
+    /// that record their batches (a file sink's manifest); None when it
+    /// cannot tell.
+    fn has_batch(&self, batch_id: u64) -> Option<bool> {
+        let _ = batch_id;
+        None
+    }
+
     /// Real-time mode: true when the sink takes rows as they are produced
     /// ([`add_rows`](Self::add_rows)) and makes them durable once per epoch
     /// ([`commit_epoch`](Self::commit_epoch)). The formats that do are

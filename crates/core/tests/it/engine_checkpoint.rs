@@ -66,6 +66,7 @@ fn offsets_and_commits_are_written_in_sparks_format() {
         0,
         &CommitEntry {
             next_batch_watermark_ms: 5000,
+            sink_rows: None,
         },
     )
     .unwrap();
@@ -92,7 +93,8 @@ fn offsets_and_commits_are_written_in_sparks_format() {
         Some((
             0,
             CommitEntry {
-                next_batch_watermark_ms: 5000
+                next_batch_watermark_ms: 5000,
+                sink_rows: None,
             }
         ))
     );
@@ -134,7 +136,8 @@ fn reads_logs_written_by_spark() {
         (
             3,
             CommitEntry {
-                next_batch_watermark_ms: 1_699_999_995_000
+                next_batch_watermark_ms: 1_699_999_995_000,
+                sink_rows: None,
             }
         )
     );
@@ -228,6 +231,7 @@ fn damaged_commit_files_and_gaps_are_errors() {
             7,
             &CommitEntry {
                 next_batch_watermark_ms: 0,
+                sink_rows: None,
             },
         )
         .unwrap_err()
@@ -279,6 +283,7 @@ fn logs_are_write_once() {
     assert_eq!(c.offsets(0).unwrap(), entry());
     let commit = CommitEntry {
         next_batch_watermark_ms: 10,
+        sink_rows: None,
     };
     c.write_commit(0, &commit).unwrap();
     c.write_commit(0, &commit).unwrap();
@@ -287,6 +292,7 @@ fn logs_are_write_once() {
             0,
             &CommitEntry {
                 next_batch_watermark_ms: 11,
+                sink_rows: None,
             },
         )
         .unwrap_err()
@@ -530,6 +536,7 @@ fn damaged_checkpoint_files_are_errors_never_a_crash() {
         0,
         &CommitEntry {
             next_batch_watermark_ms: 5,
+            sink_rows: None,
         },
     )
     .unwrap();

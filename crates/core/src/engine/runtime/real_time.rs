@@ -281,6 +281,7 @@ impl StreamingQuery {
             n,
             &CommitEntry {
                 next_batch_watermark_ms: self.tracker.current_ms(),
+                sink_rows: None,
             },
         )?;
         let mut sources = Vec::new();

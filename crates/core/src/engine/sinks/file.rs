@@ -359,6 +359,10 @@ impl Sink for FileSink {
         )
     }
 
+    fn has_batch(&self, batch_id: u64) -> Option<bool> {
+        Some(self.committed.contains(&batch_id))
+    }
+
     fn add_batch(
         &mut self,
         batch_id: u64,
