@@ -798,3 +798,45 @@ fn after_a_simulated_power_loss_a_restart_recovers_exactly_or_names_the_file() {
         }
     }
 }
+
+/// The same power loss for a Delta table: its newest commit lost while the
+/// checkpoint's `commits/N` survives is an error at restart, not a loss.
+#[test]
+fn a_delta_table_that_lost_its_last_commit_is_an_error_at_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for i in 0..3 {
+        write(
+            &dir.join("in"),
+            &format!("{i}.json"),
+            &[&format!(r#"{{"id":{i}}}"#)],
+        );
+    }
+    let p = dp::Pipeline::new().table("copied", |s| {
+        s.read_stream()
+            .format("json")
+            .schema("id BIGINT")
+            .option("maxFilesPerTrigger", "1")
+            .load("in")
+    });
+    run_pipeline(&p, dir);
+    let log = dir.join("storage/tables/copied/_delta_log");
+    let newest = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .max()
+        .unwrap();
+    std::fs::remove_file(&newest).unwrap();
+    let graph = p.build(&spec(dir)).map_err(|d| d.to_string()).unwrap();
+    let err = run(&graph, &RunOptions::new(dir, dir.join("storage")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("flow `copied`: delta")
+            && err.contains(
+                "has no record of batch 2, which the checkpoint committed with 1 row for it"
+            ),
+        "{err}"
+    );
+}

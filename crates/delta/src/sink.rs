@@ -382,6 +382,14 @@ impl Sink for DeltaSink {
         format!("delta sink `{}` at {}", self.name, self.path.display())
     }
 
+    fn has_batch(&self, batch_id: u64) -> Option<bool> {
+        // The table's application transaction for this query records the
+        // last batch it committed.
+        table::transaction_version(&self.table, &self.query_id)
+            .ok()
+            .map(|v| v.is_some_and(|v| v >= batch_id as i64))
+    }
+
     fn add_batch(
         &mut self,
         batch_id: u64,

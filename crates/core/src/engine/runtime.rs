@@ -1337,10 +1337,10 @@ fn open_late_sink(
     Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
 }
 
-/// A sink that records its batches must hold the last committed batch that
-/// handed it rows: without `pipelines.checkpoint.fsync`, a power loss can
-/// keep `commits/N` and lose the sink's unsynced record of batch N, whose
-/// rows would be lost silently.
+/// A sink that records its batches (a file sink's manifest, a Delta
+/// table's application transaction) must hold the last committed batch
+/// that handed it rows: a power loss can keep `commits/N` and lose the
+/// sink's unsynced record of batch N, whose rows would be lost silently.
 fn check_sink_has_last_commit(
     flow: &FlowNode,
     checkpoint: &Checkpoint,
@@ -1354,14 +1354,14 @@ fn check_sink_has_last_commit(
     }
     Err(Error::runtime_with_help(
         format!(
-            "flow `{}`: {} has no record of batch {n}, which the checkpoint committed with {} row{} for it (its manifest entry was lost, e.g. by a power loss before it reached the disk)",
+            "flow `{}`: {} has no record of batch {n}, which the checkpoint committed with {} row{} for it (the sink's own commit was lost, e.g. by a power loss before it reached the disk)",
             flow.def.name,
             sink.describe(),
             commit.sink_rows.unwrap_or(0),
             if commit.sink_rows == Some(1) { "" } else { "s" },
         ),
         format!(
-            "restore the sink's `_spark_metadata/{n}` from a backup, or rebuild the table with `run --full-refresh`; set `pipelines.checkpoint.fsync: \"true\"` to make this durable"
+            "restore the sink's last commit from a backup (a file table's `_spark_metadata/{n}`, a Delta table's newest `_delta_log` entry), or rebuild it with `run --full-refresh`; set `pipelines.checkpoint.fsync: \"true\"` to make file sinks durable"
         ),
     ))
 }
