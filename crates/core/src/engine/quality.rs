@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, ListBuilder, StringBuilder};
 use arrow::compute::{filter_record_batch, not};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::DFSchema;
@@ -164,6 +164,11 @@ impl QualityChecks {
             quarantine: quarantine.then(|| Arc::new(quarantine_schema(&plain))),
             real_time: false,
         }))
+    }
+
+    /// The schema of the rows for the quarantine, when there is one.
+    pub fn quarantine_schema(&self) -> Option<&SchemaRef> {
+        self.quarantine.as_ref()
     }
 
     /// The same checks for a flow under the real-time trigger.
@@ -368,16 +373,11 @@ fn arrow_error(e: arrow::error::ArrowError) -> Error {
     Error::runtime(format!("expectations: {e}"))
 }
 
-/// The schema of the quarantine for a flow writing rows of `schema`.
-pub fn quarantine_schema_of(schema: &Schema) -> SchemaRef {
-    Arc::new(quarantine_schema(schema))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use arrow::array::Int64Array;
-    use arrow::datatypes::{DataType, Field};
+    use arrow::datatypes::{DataType, Field, Schema};
 
     fn batch(values: &[Option<i64>]) -> (SchemaRef, RecordBatch) {
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));

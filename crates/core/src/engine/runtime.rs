@@ -751,19 +751,21 @@ impl StreamingQuery {
         check_sink_has_last_commit(flow, &checkpoint, sink.as_ref())?;
         let sink_description = sink.describe();
         let late_sink = open_late_sink(graph, flow, &compiled, opts, checkpoint.query_id())?;
-        let quarantine_sink = open_quarantine_sink(graph, flow, opts, checkpoint.query_id())?;
         let quality = QualityChecks::compile(
             name,
             &target.def.name,
             &target.def.subject(),
             &flow.expectations,
             &flow.schema,
-            quarantine_sink.is_some(),
+            flow.quarantine.is_some(),
         )?
         .map(|q| match flow.trigger {
             Trigger::RealTime { .. } => q.in_real_time(),
             _ => q,
         });
+        let quarantine_schema = quality.as_ref().and_then(|q| q.quarantine_schema());
+        let quarantine_sink =
+            open_quarantine_sink(graph, flow, quarantine_schema, opts, checkpoint.query_id())?;
         push_down(&mut leaves, &compiled, late_sink.is_some());
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
@@ -1367,14 +1369,15 @@ fn check_sink_has_last_commit(
 }
 
 /// Opens the flow's quarantine (its rows failing a drop-expectation, plus
-/// their failed expectations' names), when it has one.
+/// their failed expectations' names, in `schema`), when it has one.
 fn open_quarantine_sink(
     graph: &PipelineGraph,
     flow: &FlowNode,
+    schema: Option<&arrow::datatypes::SchemaRef>,
     opts: &RunOptions,
     query_id: &str,
 ) -> Result<Option<Box<dyn Sink>>> {
-    let Some(name) = &flow.quarantine else {
+    let (Some(name), Some(schema)) = (&flow.quarantine, schema) else {
         return Ok(None);
     };
     let Some(dataset) = graph.datasets.get(name) else {
@@ -1384,7 +1387,7 @@ fn open_quarantine_sink(
         )));
     };
     let mut ctx = sink_context(graph, flow, dataset, opts, query_id)?;
-    ctx.schema = crate::engine::quality::quarantine_schema_of(&flow.schema);
+    ctx.schema = schema.clone();
     let foreach = crate::engine::sinks::foreach_batch_fn(&dataset.def.name);
     Ok(Some(crate::engine::sinks::open_sink(ctx, foreach)?))
 }

@@ -408,11 +408,15 @@ impl JoinOp {
         }
         let nl = self.left.schema.fields().len();
         let nr = self.right.schema.fields().len();
+        // The right rows this batch's watermark evicts (the matched flags
+        // set below do not change which).
+        let wm = ctx.watermark_for_eviction_ms;
+        let r_evict = evict_mask(&self.right, &r_all, wm)?;
         if self.join_type == JoinType::LeftSemi {
             // A new right row this batch's watermark evicts matches nothing
             // in a left semi join (as Spark 4.3 does: the right row is
             // behind the right side's state watermark already).
-            let evicted = evict_mask(&self.right, &r_all, ctx.watermark_for_eviction_ms)?;
+            let evicted = &r_evict;
             let mut kept = Vec::with_capacity(pairs.len());
             for p in pairs {
                 let rid = p
@@ -483,9 +487,7 @@ impl JoinOp {
         let r_all = with_matched(&r_all, r_now)?;
 
         // Eviction, and the outer rows that never matched.
-        let wm = ctx.watermark_for_eviction_ms;
         let l_evict = evict_mask(&self.left, &l_all, wm)?;
-        let r_evict = evict_mask(&self.right, &r_all, wm)?;
         if matches!(self.join_type, JoinType::LeftOuter | JoinType::FullOuter) {
             let unmatched = and_not_matched(&l_evict, &l_all)?;
             let rows = filter_record_batch(&l_all, &unmatched)?;
