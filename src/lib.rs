@@ -64,7 +64,9 @@
 extern crate self as pipelines;
 
 pub use pipelines_core::*;
-pub use pipelines_macros::{append_flow, materialized_view, table, temporary_view, update_flow};
+pub use pipelines_macros::{
+    append_flow, create_auto_cdc_flow, materialized_view, table, temporary_view, update_flow,
+};
 // Data-quality expectations stacked on the macros above. Use them with a
 // path (`#[dp::expect(..)]`): a bare `#[expect]` is Rust's lint attribute.
 pub use pipelines_macros::{
@@ -101,8 +103,8 @@ pub mod engine {
 pub mod __private {
     pub use inventory;
     pub use pipelines_core::registry::{
-        DatasetDecl, DatasetKind, ExpectationAction, ExpectationDecl, FlowDecl, FlowKind, QueryFn,
-        SourceLocation,
+        AutoCdcDecl, DatasetDecl, DatasetKind, ExpectationAction, ExpectationDecl, FlowDecl,
+        FlowKind, QueryFn, SourceLocation,
     };
     pub use pipelines_core::{DataFrame, Result, Session};
 }

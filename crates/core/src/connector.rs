@@ -205,6 +205,13 @@ pub trait SinkConnector: Sync {
         false
     }
 
+    /// True when the sink applies keyed changes in one commit per batch
+    /// ([`Sink::apply_changes`](crate::engine::sink::Sink::apply_changes)):
+    /// the formats an AUTO CDC flow may target.
+    fn applies_changes(&self) -> bool {
+        false
+    }
+
     /// True when pipeline tables may be stored in this format.
     fn stores_tables(&self) -> bool {
         false

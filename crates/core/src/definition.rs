@@ -144,6 +144,9 @@ pub struct FlowDef {
     pub expectations: Vec<Expectation>,
     /// Where this flow's dropped rows go, instead of its target's quarantine.
     pub quarantine: Option<String>,
+    /// Set for an AUTO CDC flow: the change feed it applies to its target
+    /// (its query is [`AutoCdc::query`](crate::cdc::AutoCdc::query)).
+    pub auto_cdc: Option<crate::cdc::AutoCdc>,
 }
 
 impl FlowDef {
@@ -162,6 +165,7 @@ impl FlowDef {
             defines_dataset: false,
             expectations: Vec::new(),
             quarantine: None,
+            auto_cdc: None,
         }
     }
 
@@ -190,6 +194,7 @@ impl From<&'static FlowDecl> for FlowDef {
             defines_dataset: false,
             expectations: owned_expectations(d.expectations, d.location.file),
             quarantine: d.quarantine.map(str::to_string),
+            auto_cdc: None,
         }
     }
 }

@@ -14,6 +14,7 @@ use arrow::datatypes::SchemaRef;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+use crate::cdc::CdcLayout;
 use crate::checks;
 use crate::conf::LATE_ROWS_TO;
 use crate::definition::{DatasetDef, DatasetType, FlowDef};
@@ -85,6 +86,9 @@ pub struct FlowNode {
     /// Where rows failing a drop-expectation go: its own quarantine, else
     /// its target's.
     pub quarantine: Option<String>,
+    /// An AUTO CDC flow's target layout (its plan's rows are the change
+    /// feed; the target's schema is [`CdcLayout::target_schema`]).
+    pub cdc: Option<CdcLayout>,
 }
 
 /// A validated pipeline: datasets, flows, the graph and an execution order.
@@ -165,12 +169,14 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
         order: Vec::new(),
         schemas: BTreeMap::new(),
         resolved: BTreeMap::new(),
+        cdc_layouts: BTreeMap::new(),
     };
     b.check_formats();
     b.check_flow_settings();
     b.output_modes();
     b.sql_names_ignoring_case();
     b.check_targets();
+    b.check_auto_cdc_targets();
     b.build_plans();
     b.sql_reads_ignoring_case();
     b.check_options();
@@ -205,6 +211,8 @@ struct Build<'d> {
     order: Vec<String>,
     schemas: BTreeMap<String, SchemaRef>,
     resolved: BTreeMap<String, ResolvedPlan>,
+    /// AUTO CDC flows' target layouts.
+    cdc_layouts: BTreeMap<String, CdcLayout>,
 }
 
 /// Datasets and flows by name; a second declaration of a name, and a flow
@@ -604,6 +612,89 @@ impl Build<'_> {
         }
     }
 
+    /// AUTO CDC flows: the declaration itself, and a target that is a
+    /// streaming table stored in a format that applies changes (MERGE),
+    /// written by this flow alone.
+    fn check_auto_cdc_targets(&mut self) {
+        let Build {
+            datasets,
+            flows,
+            flows_of,
+            diags,
+            ..
+        } = self;
+        for f in flows.values() {
+            let Some(cdc) = &f.auto_cdc else { continue };
+            for (what, help) in cdc.problems() {
+                diags.push(crate::cdc::diagnostic(f, what, help));
+            }
+            let Some(target) = datasets.get(&f.target) else {
+                continue; // reported by check_targets
+            };
+            if target.dataset_type() != DatasetType::StreamingTable {
+                diags.push(crate::cdc::diagnostic(
+                    f,
+                    format!("targets {}, but changes are applied to a streaming table", target.subject()),
+                    format!(
+                        "declare `{0}` with create_streaming_table(\"{0}\", ...) or `CREATE STREAMING TABLE {0}`",
+                        target.name
+                    ),
+                ));
+                continue;
+            }
+            let format = target
+                .format
+                .as_deref()
+                .map(crate::connector::normalize)
+                .unwrap_or_else(|| crate::connector::default_table_format().to_string());
+            if !crate::connector::sink(&format).is_some_and(|c| c.applies_changes()) {
+                let able: Vec<String> = crate::connector::table_names()
+                    .into_iter()
+                    .filter(|n| crate::connector::sink(n).is_some_and(|c| c.applies_changes()))
+                    .map(String::from)
+                    .collect();
+                diags.push(crate::cdc::diagnostic(
+                    f,
+                    format!(
+                        "targets {}, stored as {}, which cannot apply changes (no MERGE)",
+                        target.subject(),
+                        crate::connector::title(&format)
+                    ),
+                    if able.is_empty() {
+                        "build with the `delta` feature: AUTO CDC writes Delta tables with MERGE"
+                            .to_string()
+                    } else {
+                        format!(
+                            "store the table as {} (`format: {}`)",
+                            able.join(" or "),
+                            able[0]
+                        )
+                    },
+                ));
+            }
+            let others: Vec<String> = flows_of
+                .get(&target.name)
+                .into_iter()
+                .flatten()
+                .filter(|n| **n != f.name)
+                .map(|n| format!("`{n}`"))
+                .collect();
+            if !others.is_empty() {
+                diags.push(crate::cdc::diagnostic(
+                    f,
+                    format!(
+                        "targets {}, which flow{} {} also write{}",
+                        target.subject(),
+                        if others.len() == 1 { "" } else { "s" },
+                        others.join(", "),
+                        if others.len() == 1 { "s" } else { "" }
+                    ),
+                    "an AUTO CDC target is written by its AUTO CDC flow alone: union the change feeds into one view and apply that, or write the other flow to another table".to_string(),
+                ));
+            }
+        }
+    }
+
     /// Calls every flow's query function (a panic is a problem, not a crash) and reads its trigger.
     fn build_plans(&mut self) {
         let Build {
@@ -861,6 +952,7 @@ impl Build<'_> {
             order,
             schemas,
             resolved,
+            cdc_layouts,
             diags,
             ..
         } = self;
@@ -894,6 +986,48 @@ impl Build<'_> {
             }
             let plan = plan.clone();
             match plan.resolve(&SchemaCatalog(schemas)) {
+                Ok(r) if f.auto_cdc.is_some() => {
+                    let cdc = f.auto_cdc.as_ref().expect("checked");
+                    match cdc.layout(&r.schema()) {
+                        Ok(layout) => {
+                            if let Some(target) = datasets.get(&f.target) {
+                                let schema = layout.target_schema.clone();
+                                match declared.get(&target.name) {
+                                    Some(expected) => {
+                                        if let Some(problem) = schema_difference(expected, &schema)
+                                        {
+                                            diags.push(crate::cdc::diagnostic(
+                                                f,
+                                                format!("writes columns that do not match the declared schema of {}: {problem}", target.subject()),
+                                                "change the table's `schema`, or the flow's column_list / except_column_list".to_string(),
+                                            ));
+                                        }
+                                    }
+                                    None => {
+                                        schemas.insert(target.name.clone(), schema);
+                                        schema_source.insert(target.name.clone(), f.name.clone());
+                                    }
+                                }
+                            }
+                            cdc_layouts.insert(name.clone(), layout);
+                        }
+                        Err(problems) => {
+                            for (what, help) in problems {
+                                diags.push(crate::cdc::diagnostic(f, what, help));
+                            }
+                        }
+                    }
+                    quarantine_columns(
+                        f,
+                        datasets,
+                        &r.schema(),
+                        &declared,
+                        schemas,
+                        &mut schema_source,
+                        diags,
+                    );
+                    resolved.insert(name.clone(), r);
+                }
                 Ok(mut r) => {
                     // Columns are matched by name (SQL's `INSERT INTO ... BY
                     // NAME`): the same columns in another order are put in
@@ -1105,6 +1239,7 @@ impl Build<'_> {
             order,
             schemas,
             mut resolved,
+            mut cdc_layouts,
             ..
         } = self;
         if !diags.is_empty() {
@@ -1133,6 +1268,7 @@ impl Build<'_> {
                     reads: reads_of.remove(&name).unwrap_or_default(),
                     expectations,
                     quarantine,
+                    cdc: cdc_layouts.remove(&name),
                     def: f,
                     plan,
                     schema,

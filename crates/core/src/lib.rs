@@ -11,6 +11,7 @@
 //! [`cli`], [`render`] and [`init`].
 #![warn(missing_docs)]
 
+pub mod cdc;
 pub mod checks;
 pub mod cli;
 pub mod conf;

@@ -85,6 +85,10 @@ impl Pipeline {
         for f in registry::flows() {
             p.flows.push(FlowDef::from(f));
         }
+        for c in registry::auto_cdc_flows() {
+            let origin = Some(c.location.origin());
+            p.flows.push(crate::cdc::AutoCdc::from(c).into_flow(origin));
+        }
         p
     }
 
@@ -202,6 +206,15 @@ impl Pipeline {
     ) -> Self {
         let mut f = FlowDef::append(name, target, Query::new(query));
         f.origin = caller_origin(Location::caller());
+        self.flow(f)
+    }
+
+    /// Declares an AUTO CDC flow, like `dp.create_auto_cdc_flow(...)`: the
+    /// change feed `cdc.source` applied to the streaming table `cdc.target`
+    /// (SCD type 1 or 2).
+    #[track_caller]
+    pub fn create_auto_cdc_flow(self, cdc: crate::cdc::AutoCdc) -> Self {
+        let f = cdc.into_flow(caller_origin(Location::caller()));
         self.flow(f)
     }
 

@@ -129,6 +129,51 @@ pub fn flows() -> Vec<&'static FlowDecl> {
     v
 }
 
+/// An AUTO CDC flow declared with `create_auto_cdc_flow!`: the keywords of
+/// `pyspark.pipelines.create_auto_cdc_flow`, as written.
+#[derive(Debug)]
+pub struct AutoCdcDecl {
+    /// The streaming table the changes go to.
+    pub target: &'static str,
+    /// The change feed (a dataset, read as a stream).
+    pub source: &'static str,
+    /// The flow's name (the target's when not given).
+    pub name: Option<&'static str>,
+    /// Key columns.
+    pub keys: &'static [&'static str],
+    /// Sequencing column or expression.
+    pub sequence_by: &'static str,
+    /// Delete condition.
+    pub apply_as_deletes: Option<&'static str>,
+    /// Truncate condition (SCD type 1).
+    pub apply_as_truncates: Option<&'static str>,
+    /// Columns kept.
+    pub column_list: Option<&'static [&'static str]>,
+    /// Columns left out.
+    pub except_column_list: Option<&'static [&'static str]>,
+    /// 1 or 2.
+    pub stored_as_scd_type: Option<u8>,
+    /// SCD type 2: columns whose changes are history.
+    pub track_history_column_list: Option<&'static [&'static str]>,
+    /// SCD type 2: columns whose changes are not history.
+    pub track_history_except_column_list: Option<&'static [&'static str]>,
+    /// Per-flow settings.
+    pub conf: &'static [(&'static str, &'static str)],
+    /// Free text description.
+    pub comment: Option<&'static str>,
+    /// Where the macro was called.
+    pub location: SourceLocation,
+}
+
+inventory::collect!(AutoCdcDecl);
+
+/// Every AUTO CDC flow declared with a macro in this binary, sorted by target.
+pub fn auto_cdc_flows() -> Vec<&'static AutoCdcDecl> {
+    let mut v: Vec<_> = inventory::iter::<AutoCdcDecl>.into_iter().collect();
+    v.sort_by_key(|f| (f.target, f.location.file, f.location.line));
+    v
+}
+
 /// Every dataset declared with a macro in this binary, sorted by name.
 pub fn datasets() -> Vec<&'static DatasetDecl> {
     let mut v: Vec<_> = inventory::iter::<DatasetDecl>.into_iter().collect();

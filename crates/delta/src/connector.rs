@@ -194,6 +194,10 @@ impl SinkConnector for DeltaConnector {
         true
     }
 
+    fn applies_changes(&self) -> bool {
+        true
+    }
+
     fn stores_tables(&self) -> bool {
         true
     }

@@ -5,7 +5,10 @@
 //! - **complete**: the table's contents are replaced in one commit per batch;
 //! - **update**, only with `merge_keys`: one MERGE per batch (matched keys
 //!   updated, new keys inserted). Without merge keys update mode is refused
-//!   at dry-run.
+//!   at dry-run;
+//! - **keyed changes** (an AUTO CDC flow's batch, [`ChangeSet`]): one MERGE
+//!   on the change set's match columns — deletes, updates and inserts — or
+//!   an append when every change inserts a new row.
 //!
 //! Every commit carries a Delta application transaction (app id = the
 //! writing flow's query id, version = the batch id), the mechanism behind
@@ -39,7 +42,7 @@ use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 
 use crate::table::{self, block_on, delta_error, is_commit_conflict};
-use pipelines_core::engine::sink::{Sink, SinkContext, SinkWrite};
+use pipelines_core::engine::sink::{ChangeSet, Sink, SinkContext, SinkWrite, CHANGE_DELETES};
 use pipelines_core::error::{Error, Result};
 use pipelines_core::formats::OutputMode;
 use pipelines_core::options::Options;
@@ -332,6 +335,49 @@ async fn merge(
     Ok(table)
 }
 
+/// One MERGE of keyed changes (`rows`: the target's columns and
+/// [`CHANGE_DELETES`]) on the columns `on`: a matched row is deleted or
+/// updated, an unmatched upsert inserted.
+async fn merge_changes(
+    table: DeltaTable,
+    rows: RecordBatch,
+    on: &[String],
+    names: &[String],
+    props: CommitProperties,
+) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
+    let ctx = datafusion::prelude::SessionContext::new();
+    let source = ctx.read_batch(rows)?;
+    let column = |side: &str, name: &str| Expr::Column(Column::new(Some(side), name));
+    let predicate = on
+        .iter()
+        .map(|k| column("t", k).eq(column("s", k)))
+        .reduce(Expr::and)
+        .ok_or_else(|| deltalake::DeltaTableError::Generic("no match columns".into()))?;
+    let deletes = column("s", CHANGE_DELETES);
+    let (table, _metrics) = table
+        .merge(source, predicate)
+        .with_source_alias("s")
+        .with_target_alias("t")
+        .with_commit_properties(props)
+        .when_matched_delete(|d| d.predicate(deletes.clone()))?
+        .when_matched_update(|mut u| {
+            u = u.predicate(Expr::Not(Box::new(deletes.clone())));
+            for n in names {
+                u = u.update(Column::new_unqualified(n), column("s", n));
+            }
+            u
+        })?
+        .when_not_matched_insert(|mut i| {
+            i = i.predicate(Expr::Not(Box::new(deletes.clone())));
+            for n in names {
+                i = i.set(Column::new_unqualified(n), column("s", n));
+            }
+            i
+        })?
+        .await?;
+    Ok(table)
+}
+
 fn create_table(
     path: &std::path::Path,
     table: DeltaTable,
@@ -403,6 +449,31 @@ impl Sink for DeltaSink {
             .collect::<Result<Vec<_>>>()?;
         let rows = table::num_rows(&batches);
         let replace = mode == OutputMode::Complete || self.overwrite;
+        self.commit_once(batch_id, rows, rows == 0 && !replace, |sink| {
+            sink.write_once(batch_id, &batches, mode)
+        })
+    }
+
+    fn apply_changes(&mut self, batch_id: u64, changes: ChangeSet) -> Result<SinkWrite> {
+        let rows = changes.len() as u64;
+        self.commit_once(batch_id, rows, changes.is_empty(), |sink| {
+            sink.apply_once(batch_id, &changes)
+        })
+    }
+}
+
+impl DeltaSink {
+    /// Commits batch `batch_id` with `write` exactly once: skipped when the
+    /// table's application transaction already holds it (a replay), or
+    /// when there is nothing to write (`nothing`); retried after losing a
+    /// commit race.
+    fn commit_once(
+        &mut self,
+        batch_id: u64,
+        rows: u64,
+        nothing: bool,
+        write: impl Fn(&DeltaSink) -> std::result::Result<DeltaTable, deltalake::DeltaTableError>,
+    ) -> Result<SinkWrite> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -418,12 +489,12 @@ impl Sink for DeltaSink {
                     });
                 }
             }
-            if rows == 0 && !replace {
+            if nothing {
                 // Nothing to add; a replay of this batch adds nothing either.
                 return Ok(SinkWrite::default());
             }
             pipelines_core::engine::fault::fault_point(&self.flow, "delta_before_commit", batch_id);
-            match self.write_once(batch_id, &batches, mode) {
+            match write(self) {
                 Ok(table) => {
                     self.table = table;
                     let (files, bytes) = match self.table.version() {
@@ -462,5 +533,42 @@ impl Sink for DeltaSink {
                 }
             }
         }
+    }
+
+    /// One attempt at applying keyed changes: an append when they only
+    /// insert new rows, else one MERGE on their match columns (deletes,
+    /// updates and inserts in one commit).
+    fn apply_once(
+        &self,
+        batch_id: u64,
+        changes: &ChangeSet,
+    ) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
+        let props = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&self.query_id, batch_id as i64));
+        let table = self.table.clone();
+        let width = changes.rows.num_columns().saturating_sub(1);
+        if changes.inserts_only {
+            let rows = RecordBatch::try_new(
+                self.schema.clone(),
+                changes.rows.columns()[..width].to_vec(),
+            )?;
+            let mut write = table
+                .write(vec![rows])
+                .with_save_mode(SaveMode::Append)
+                .with_commit_properties(props);
+            if !self.partition_cols.is_empty() {
+                write = write.with_partition_columns(self.partition_cols.clone());
+            }
+            return block_on(async move { write.await });
+        }
+        let rows = changes.rows.clone();
+        let on = changes.match_on.clone();
+        let names: Vec<String> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        block_on(async move { merge_changes(table, rows, &on, &names, props).await })
     }
 }

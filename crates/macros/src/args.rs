@@ -123,7 +123,7 @@ pub(crate) fn parse(kind: MacroKind, attr: TokenStream, errors: &mut Errors) -> 
 
 /// Consumes whatever follows a key we are not going to use: `= expr`,
 /// `( ... )` or nothing. Returns the consumed tokens.
-fn skip_value(meta: &ParseNestedMeta) -> syn::Result<TokenStream> {
+pub(crate) fn skip_value(meta: &ParseNestedMeta) -> syn::Result<TokenStream> {
     let input = meta.input;
     if input.peek(Token![=]) {
         let eq: Token![=] = input.parse()?;
@@ -142,7 +142,7 @@ fn skip_value(meta: &ParseNestedMeta) -> syn::Result<TokenStream> {
 /// `= <expr>`. A missing `=` is reported in `errors` (naming the key) and
 /// gives `None`; only syntax errors, after which parsing cannot go on, are
 /// returned as `Err`.
-fn value_expr(
+pub(crate) fn value_expr(
     meta: &ParseNestedMeta,
     key: &str,
     example: &str,
@@ -168,7 +168,7 @@ pub(crate) fn ungroup(expr: Expr) -> Expr {
     }
 }
 
-fn string(
+pub(crate) fn string(
     meta: &ParseNestedMeta,
     key: &str,
     example: &str,
@@ -184,7 +184,7 @@ fn string(
     Ok(lit)
 }
 
-fn string_allow_empty(
+pub(crate) fn string_allow_empty(
     meta: &ParseNestedMeta,
     key: &str,
     example: &str,
@@ -222,7 +222,11 @@ fn boolean(meta: &ParseNestedMeta, key: &str, errors: &mut Errors) -> syn::Resul
 }
 
 /// `partition_cols = ["a", "b"]`.
-fn string_list(meta: &ParseNestedMeta, key: &str, errors: &mut Errors) -> syn::Result<Vec<LitStr>> {
+pub(crate) fn string_list(
+    meta: &ParseNestedMeta,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Vec<LitStr>> {
     let example = "[\"day\", \"country\"]";
     let Some(expr) = value_expr(meta, key, example, errors)? else {
         return Ok(Vec::new());
@@ -258,7 +262,10 @@ fn string_list(meta: &ParseNestedMeta, key: &str, errors: &mut Errors) -> syn::R
 }
 
 /// `conf("pipelines.trigger" = "RealTime", "k2" = "v2")`.
-fn conf(meta: &ParseNestedMeta, errors: &mut Errors) -> syn::Result<Vec<(LitStr, LitStr)>> {
+pub(crate) fn conf(
+    meta: &ParseNestedMeta,
+    errors: &mut Errors,
+) -> syn::Result<Vec<(LitStr, LitStr)>> {
     let usage = "`conf` takes a parenthesised list of settings: \
                  `conf(\"pipelines.trigger\" = \"RealTime\")`";
     if !meta.input.peek(syn::token::Paren) {

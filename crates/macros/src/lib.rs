@@ -37,6 +37,7 @@
 use proc_macro::TokenStream;
 
 mod args;
+mod auto_cdc;
 mod expand;
 mod expectations;
 mod func;
@@ -48,6 +49,36 @@ use kind::MacroKind;
 fn run(kind: MacroKind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let line = u32::try_from(proc_macro::Span::call_site().line()).unwrap_or(u32::MAX);
     expand::expand(kind, attr.into(), item.into(), line).into()
+}
+
+/// Declares an AUTO CDC flow, like Python's
+/// `dp.create_auto_cdc_flow(target=..., source=..., keys=..., sequence_by=...)`:
+/// the change feed `source` (a dataset, read as a stream) applied to the
+/// streaming table `target`, which holds the latest row per key (SCD type
+/// 1) or every version (`stored_as_scd_type = 2`).
+///
+/// Keys: `target`, `source`, `keys = ["id"]`, `sequence_by = "seq"`
+/// (required); `apply_as_deletes = "op = 'DELETE'"`, `apply_as_truncates`
+/// (SCD type 1), `column_list = [...]` or `except_column_list = [...]`,
+/// `stored_as_scd_type = 1 | 2`, `track_history_column_list = [...]` or
+/// `track_history_except_column_list = [...]` (SCD type 2), `name`,
+/// `comment`, `conf("k" = "v")`.
+///
+/// ```ignore
+/// pipelines::create_auto_cdc_flow!(
+///     target = "customers",
+///     source = "customers_cdc",
+///     keys = ["id"],
+///     sequence_by = "seq",
+///     apply_as_deletes = "operation = 'DELETE'",
+///     except_column_list = ["operation", "seq"],
+///     stored_as_scd_type = 2,
+/// );
+/// ```
+#[proc_macro]
+pub fn create_auto_cdc_flow(input: TokenStream) -> TokenStream {
+    let line = u32::try_from(proc_macro::Span::call_site().line()).unwrap_or(u32::MAX);
+    auto_cdc::expand(input.into(), line).into()
 }
 
 /// An expectation attribute written above its dataset/flow attribute (one

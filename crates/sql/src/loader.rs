@@ -82,9 +82,20 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                     Some(StreamingTableSource::Query(q)) => {
                         defined(&mut out, &mut problems, table, q, &conf)
                     }
-                    Some(StreamingTableSource::AutoCdc(_)) => {
+                    Some(StreamingTableSource::AutoCdc(cdc)) => {
                         out.datasets.push(table);
-                        problems.push(auto_cdc_unsupported(&name, at))
+                        if let Some(mut f) = auto_cdc_flow(
+                            &name,
+                            &name,
+                            cdc,
+                            &conf,
+                            t.table.comment.clone(),
+                            at,
+                            &mut problems,
+                        ) {
+                            f.defines_dataset = true;
+                            out.flows.push(f);
+                        }
                     }
                 }
             }
@@ -128,7 +139,19 @@ pub fn declarations(file: &SqlFile) -> Result<LibraryDeclarations, Vec<Diagnosti
                         let fl = flow(&f.name.value, &target, q, &conf, f.comment.clone(), at);
                         push_flow(&mut out, &mut problems, fl);
                     }
-                    FlowKind_::AutoCdc(_) => problems.push(auto_cdc_unsupported(&target, at)),
+                    FlowKind_::AutoCdc(cdc) => {
+                        if let Some(f) = auto_cdc_flow(
+                            &f.name.value,
+                            &target,
+                            cdc,
+                            &conf,
+                            f.comment.clone(),
+                            at,
+                            &mut problems,
+                        ) {
+                            out.flows.push(f);
+                        }
+                    }
                 }
             }
         }
@@ -178,10 +201,77 @@ fn push_flow(
     }
 }
 
-fn auto_cdc_unsupported(target: &str, at: Option<Origin>) -> Diagnostic {
-    Diagnostic::new(format!("AUTO CDC into `{target}` is not supported yet"))
-        .origin(at)
-        .help("apply the change feed with a MERGE in a foreach_batch sink written in Rust, for now")
+/// An AUTO CDC clause as the flow `create_auto_cdc_flow` would declare.
+fn auto_cdc_flow(
+    name: &str,
+    target: &str,
+    cdc: &AutoCdc,
+    conf: &BTreeMap<String, String>,
+    comment: Option<String>,
+    at: Option<Origin>,
+    problems: &mut Vec<Diagnostic>,
+) -> Option<FlowDef> {
+    let source = match &cdc.source.source {
+        ReadSource::Table(n) => match n.parts.as_slice() {
+            [one] => one.clone(),
+            parts => {
+                problems.push(
+                    Diagnostic::new(format!(
+                        "AUTO CDC reads `{n}`: datasets of a pipeline have one-part names"
+                    ))
+                    .origin(at)
+                    .help(format!(
+                        "write `FROM STREAM({})`",
+                        parts.last().map(String::as_str).unwrap_or_default()
+                    )),
+                );
+                return None;
+            }
+        },
+        ReadSource::TableFunction(t) => {
+            problems.push(
+                Diagnostic::new(format!(
+                    "AUTO CDC reads the change feed from `{}(...)`, but it applies a dataset of the pipeline",
+                    t.name
+                ))
+                .origin(at)
+                .help("read the feed in a streaming table or view (`CREATE STREAMING TABLE feed AS SELECT * FROM STREAM read_files(...)`) and write `FROM STREAM(feed)`"),
+            );
+            return None;
+        }
+    };
+    if cdc.ignore_null_updates {
+        problems.push(
+            Diagnostic::new("AUTO CDC's IGNORE NULL UPDATES is not supported")
+                .origin(at)
+                .help("remove it: every column of an upsert is written, NULLs included (as in Spark 4.3)"),
+        );
+        return None;
+    }
+    let names = |v: &[Ident]| v.iter().map(|i| i.value.clone()).collect::<Vec<_>>();
+    let mut decl = pipelines_core::cdc::AutoCdc::new(target, source)
+        .keys(names(&cdc.keys))
+        .sequence_by(cdc.sequence_by.text.clone())
+        .name(name);
+    decl.source_streaming = cdc.source.streaming;
+    decl.apply_as_deletes = cdc.apply_as_delete_when.as_ref().map(|e| e.text.clone());
+    decl.apply_as_truncates = cdc.apply_as_truncate_when.as_ref().map(|e| e.text.clone());
+    match &cdc.columns {
+        None | Some(ColumnSelection::All) => {}
+        Some(ColumnSelection::AllExcept(c)) => decl.except_column_list = Some(names(c)),
+        Some(ColumnSelection::Only(c)) => decl.column_list = Some(names(c)),
+    }
+    decl.stored_as_scd_type = cdc.stored_as_scd_type;
+    match &cdc.track_history {
+        None | Some(ColumnSelection::All) => {}
+        Some(ColumnSelection::AllExcept(c)) => {
+            decl.track_history_except_column_list = Some(names(c))
+        }
+        Some(ColumnSelection::Only(c)) => decl.track_history_column_list = Some(names(c)),
+    }
+    decl.conf = conf.clone();
+    decl.comment = comment;
+    Some(decl.into_flow(at))
 }
 
 /// A dataset's one-part name; a qualified one is a problem.

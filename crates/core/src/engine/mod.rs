@@ -14,6 +14,7 @@
 //! query loop, triggers, the pipeline run), [`quality`] (expectations applied
 //! to each batch's rows) and [`progress`] (per-batch progress and the event log).
 
+pub mod cdc;
 pub mod checkpoint;
 pub mod connectors;
 pub mod exec;

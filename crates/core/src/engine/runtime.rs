@@ -21,6 +21,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::connector::Reset;
 use crate::definition::DatasetType;
+use crate::engine::cdc::{CdcApplier, CdcFlow};
 use crate::engine::checkpoint::{
     lock_checkpoint, shape_diff, shape_options, Checkpoint, CheckpointLock, CommitEntry,
     OffsetEntry, QueryShape, SourceShape,
@@ -470,6 +471,8 @@ struct StreamingQuery {
     quality: Option<QualityChecks>,
     /// Where rows failing a drop-expectation go (the quarantine).
     quarantine_sink: Option<Box<dyn Sink>>,
+    /// An AUTO CDC flow's state: its batches become keyed changes.
+    cdc: Option<CdcApplier>,
     last_batch_start: Option<Instant>,
     /// `batchTimestampMs` of the batch about to run (written to, or read
     /// back from, its `offsets/N`): what `current_timestamp()` gives.
@@ -770,6 +773,21 @@ impl StreamingQuery {
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
         compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;
+        let cdc = match (&flow.def.auto_cdc, &flow.cdc) {
+            (Some(decl), Some(layout)) => Some(CdcApplier::open(
+                CdcFlow {
+                    flow: name,
+                    target: &target.def.name,
+                    decl,
+                    layout,
+                    feed: &flow.schema,
+                },
+                &checkpoint.dir().join("state").join("cdc"),
+                last_commit,
+                tombstone_gc_setting(graph, flow, target),
+            )?),
+            _ => None,
+        };
         let mut q = StreamingQuery {
             _lock: lock,
             pipeline: graph.name.clone(),
@@ -788,6 +806,7 @@ impl StreamingQuery {
             late_sink,
             quality,
             quarantine_sink,
+            cdc,
             last_batch_start: None,
             batch_timestamp_ms: 0,
             summary: FlowSummary {
@@ -1008,10 +1027,17 @@ impl StreamingQuery {
         };
         let exec_done = Instant::now();
         durations.execute = ms(exec_done - read_done);
-        let output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
+        let mut output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
 
-        // Sink.
-        let write = self.sink.add_batch(n, output, self.mode)?;
+        // Sink: an AUTO CDC flow's events become keyed changes first.
+        let write = match self.cdc.as_mut() {
+            Some(cdc) => {
+                let changes = cdc.apply(n, &output, self.batch_timestamp_ms)?;
+                output_rows = changes.len() as u64;
+                self.sink.apply_changes(n, changes)?
+            }
+            None => self.sink.add_batch(n, output, self.mode)?,
+        };
         if let Some(late) = self.late_sink.as_mut() {
             let late_rows = std::mem::take(&mut result.late_rows);
             if !late_rows.is_empty() {
@@ -1026,6 +1052,9 @@ impl StreamingQuery {
         let sink_done = Instant::now();
         durations.add_batch = ms(sink_done - exec_done);
         self.compiled.commit_state(n)?;
+        if let Some(cdc) = self.cdc.as_mut() {
+            cdc.commit(n)?;
+        }
         checkpoint_step(&self.flow.def.name, "before_commit", n)?;
 
         // Commit.
@@ -1393,6 +1422,22 @@ fn open_quarantine_sink(
 }
 
 /// The sink a flow writes to: a declared sink, or the storage of a table.
+/// `pipelines.cdc.tombstoneGCThresholdInSeconds` for an AUTO CDC flow: the
+/// flow's setting, else the target table's option, else the pipeline's.
+fn tombstone_gc_setting<'a>(
+    graph: &'a PipelineGraph,
+    flow: &'a FlowNode,
+    target: &'a DatasetNode,
+) -> Option<&'a str> {
+    let key = crate::cdc::TOMBSTONE_GC_THRESHOLD;
+    flow.def
+        .conf
+        .get(key)
+        .or_else(|| target.def.options.get(key))
+        .or_else(|| graph.configuration.get(key))
+        .map(String::as_str)
+}
+
 fn sink_context(
     graph: &PipelineGraph,
     flow: &FlowNode,
@@ -1427,7 +1472,11 @@ fn sink_context(
         path,
         partition_cols: target.def.partition_cols.clone(),
         merge_keys: target.def.merge_keys.clone(),
-        schema: flow.schema.clone(),
+        schema: flow
+            .cdc
+            .as_ref()
+            .map(|c| c.target_schema.clone())
+            .unwrap_or_else(|| flow.schema.clone()),
         flow: flow.def.name.clone(),
         query_id: query_id.to_string(),
     })

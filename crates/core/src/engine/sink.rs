@@ -47,6 +47,37 @@ pub struct SinkWrite {
     pub skipped_replay: bool,
 }
 
+/// Keyed changes to apply to a table in one commit: an AUTO CDC flow's
+/// micro-batch, computed by `engine::cdc`.
+#[derive(Clone, Debug)]
+pub struct ChangeSet {
+    /// One row per changed target row: the target's columns, then
+    /// [`CHANGE_DELETES`] (true: remove the row matching it; false: update
+    /// the row matching it, or insert it when none does).
+    pub rows: RecordBatch,
+    /// The columns that identify a target row (the keys; for SCD type 2 the
+    /// keys and `__START_AT`). No two rows of [`rows`](Self::rows) share them.
+    pub match_on: Vec<String>,
+    /// True when every row inserts a row the table does not hold: an
+    /// append does the same as a MERGE.
+    pub inserts_only: bool,
+}
+
+/// The last column of [`ChangeSet::rows`]: whether the row is a delete.
+pub const CHANGE_DELETES: &str = "__cdc_delete";
+
+impl ChangeSet {
+    /// The number of changed rows.
+    pub fn len(&self) -> usize {
+        self.rows.num_rows()
+    }
+
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.rows.num_rows() == 0
+    }
+}
+
 /// A sink.
 pub trait Sink: Send {
     /// A short description, e.g. "parquet sink `out` at /data/out".
@@ -61,6 +92,18 @@ pub trait Sink: Send {
         batches: Vec<RecordBatch>,
         mode: OutputMode,
     ) -> Result<SinkWrite>;
+
+    /// Applies the keyed changes of micro-batch `batch_id` in one commit,
+    /// exactly once per `(query id, batch_id)` like
+    /// [`add_batch`](Self::add_batch). Only sinks whose connector says
+    /// [`applies_changes`](crate::connector::SinkConnector::applies_changes) do.
+    fn apply_changes(&mut self, batch_id: u64, changes: ChangeSet) -> Result<SinkWrite> {
+        let _ = changes;
+        Err(crate::error::Error::runtime(format!(
+            "{}: cannot apply keyed changes (batch {batch_id}); AUTO CDC targets a Delta table",
+            self.describe()
+        )))
+    }
 
     /// Whether the sink holds batch `batch_id` of this query, for sinks
     /// that record their batches (a file sink's manifest); None when it
