@@ -511,3 +511,60 @@ fn queries_call_the_functions() {
         "from_module: not run in this test"
     );
 }
+
+// ---- AUTO CDC flows ----------------------------------------------------------
+
+const CDC_MINIMAL: u32 = line!() + 1;
+dp::create_auto_cdc_flow!(
+    target = "customers",
+    source = "customers_cdc",
+    keys = ["id"],
+    sequence_by = "seq",
+);
+
+const CDC_FULL: u32 = line!() + 1;
+dp::create_auto_cdc_flow!(
+    target = "customers_history",
+    source = "customers_cdc",
+    keys = ["id", "region"],
+    sequence_by = "struct(seq, ts)",
+    apply_as_deletes = "operation = 'DELETE'",
+    except_column_list = ["operation"],
+    stored_as_scd_type = 2,
+    track_history_except_column_list = ["name"],
+    name = "history_flow",
+    comment = "every version",
+    conf("pipelines.cdc.tombstoneGCThresholdInSeconds" = "60"),
+);
+
+#[test]
+fn auto_cdc_flows() {
+    let all = pipelines::registry::auto_cdc_flows();
+    let f = all.iter().find(|f| f.target == "customers").unwrap();
+    assert_eq!(
+        (f.source, f.keys, f.sequence_by, f.name, f.stored_as_scd_type),
+        ("customers_cdc", &["id"][..], "seq", None, None)
+    );
+    assert_eq!((f.apply_as_deletes, f.column_list, f.except_column_list), (None, None, None));
+    assert_eq!(f.location, at(CDC_MINIMAL));
+
+    let f = all.iter().find(|f| f.target == "customers_history").unwrap();
+    assert_eq!(f.keys, &["id", "region"][..]);
+    assert_eq!(f.sequence_by, "struct(seq, ts)");
+    assert_eq!(f.apply_as_deletes, Some("operation = 'DELETE'"));
+    assert_eq!(f.except_column_list, Some(&["operation"][..]));
+    assert_eq!(f.stored_as_scd_type, Some(2));
+    assert_eq!(f.track_history_except_column_list, Some(&["name"][..]));
+    assert_eq!(f.track_history_column_list, None);
+    assert_eq!(f.name, Some("history_flow"));
+    assert_eq!(f.comment, Some("every version"));
+    assert_eq!(
+        f.conf,
+        &[("pipelines.cdc.tombstoneGCThresholdInSeconds", "60")][..]
+    );
+    assert_eq!(f.location, at(CDC_FULL));
+    // As the builder would declare it.
+    let decl = dp::cdc::AutoCdc::from(*f);
+    assert_eq!(decl.flow_name(), "history_flow");
+    assert_eq!(decl.scd_type(), dp::cdc::ScdType::Two);
+}

@@ -2,6 +2,7 @@
 //! in one binary. `crash_recovery` and `kafka_crash` are separate binaries:
 //! they re-run themselves as child processes that are killed mid-batch.
 
+mod cdc;
 mod connectors;
 mod delta;
 mod engine_e2e;
