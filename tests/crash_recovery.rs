@@ -17,7 +17,9 @@
 //! that a second run started while one runs is refused by the lock. Last,
 //! a kill -9 loop: 20 rounds of new input and a run killed at a random
 //! moment, over JSON → Delta → a merge-keyed Delta sink, checked with the
-//! independent `deltalake` reader.
+//! independent `deltalake` reader. And two AUTO CDC flows (SCD 1 and 2
+//! from one change feed) killed at five points of their batches give, after
+//! a restart, the tables of a run that was not killed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,6 +73,16 @@ fn copy_to_delta(s: &Session) -> Result<DataFrame> {
         .select_expr(["id", "upper(name) AS name"])
 }
 
+/// A change feed, one file per micro-batch, out of order across files.
+#[dp::temporary_view]
+fn cdc_feed(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("id BIGINT, name STRING, op STRING, seq BIGINT")
+        .option("maxFilesPerTrigger", "1")
+        .load("cdc")
+}
+
 fn child_main() -> std::process::ExitCode {
     let parquet = || dp::TableOptions {
         format: Some("parquet".into()),
@@ -80,7 +92,131 @@ fn child_main() -> std::process::ExitCode {
         .create_streaming_table("copied", parquet())
         .create_streaming_table("counts", parquet())
         .create_streaming_table("copied_delta", dp::TableOptions::default())
+        .create_streaming_table("customers", dp::TableOptions::default())
+        .create_streaming_table("customers_history", dp::TableOptions::default())
+        .create_auto_cdc_flow(cdc("customers", "apply_cdc", 1))
+        .create_auto_cdc_flow(cdc("customers_history", "apply_cdc_history", 2))
         .main()
+}
+
+fn cdc(target: &str, name: &str, scd: u8) -> dp::cdc::AutoCdc {
+    dp::cdc::AutoCdc::new(target, "cdc_feed")
+        .name(name)
+        .keys(["id"])
+        .sequence_by("seq")
+        .apply_as_deletes("op = 'DELETE'")
+        .except_column_list(["op"])
+        .stored_as_scd_type(scd)
+}
+
+/// The change feed: 8 events per file over 7 keys, sequences out of order
+/// across files, every fifth a delete: (file, key, name, op, seq).
+fn cdc_events() -> Vec<(usize, usize, String, &'static str, usize)> {
+    let mut out = Vec::new();
+    for f in 0..FILES {
+        for r in 0..8 {
+            let key = (f * 3 + r) % 7;
+            let seq = ((f * 8 + r) * 37) % 101;
+            let op = if (f + r) % 5 == 0 { "DELETE" } else { "UPSERT" };
+            out.push((f, key, format!("n{f}_{r}"), op, seq));
+        }
+    }
+    out
+}
+
+/// The SCD 1 table by its rule: each key's event with the highest
+/// sequence, absent when it is a delete (`id|name|seq`).
+fn expected_scd1() -> Vec<String> {
+    let mut latest: BTreeMap<usize, (usize, String, &str)> = BTreeMap::new();
+    for (_, key, name, op, seq) in cdc_events() {
+        if latest.get(&key).is_none_or(|(s, _, _)| seq > *s) {
+            latest.insert(key, (seq, name, op));
+        }
+    }
+    let mut out: Vec<String> = latest
+        .into_iter()
+        .filter(|(_, (_, _, op))| *op != "DELETE")
+        .map(|(k, (seq, name, _))| format!("{k}|{name}|{seq}"))
+        .collect();
+    out.sort();
+    out
+}
+
+fn write_cdc(dir: &Path) {
+    let cdc = dir.join("cdc");
+    std::fs::create_dir_all(&cdc).unwrap();
+    let events = cdc_events();
+    for f in 0..FILES {
+        let mut text = String::new();
+        for (_, key, name, op, seq) in events.iter().filter(|e| e.0 == f) {
+            text.push_str(&format!(
+                "{{\"id\":{key},\"name\":\"{name}\",\"op\":\"{op}\",\"seq\":{seq}}}\n"
+            ));
+        }
+        std::fs::write(cdc.join(format!("part-{f:04}.json")), text).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+}
+
+/// The rows of a Delta table, rendered and sorted.
+fn delta_lines(dir: &Path, name: &str) -> Vec<String> {
+    let table = dir.join("storage/tables").join(name);
+    let options = arrow::util::display::FormatOptions::default().with_null("null");
+    let mut out = Vec::new();
+    for b in dp::delta::read_table(&table).unwrap().unwrap_or_default() {
+        for i in 0..b.num_rows() {
+            let row: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| {
+                    arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options)
+                        .unwrap()
+                        .value(i)
+                        .to_string()
+                })
+                .collect();
+            out.push(row.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The AUTO CDC tables of a run with no crash.
+fn clean_cdc_tables() -> (Vec<String>, Vec<String>) {
+    let tmp = tempfile::tempdir().unwrap();
+    write_inputs(tmp.path());
+    let out = run_child(tmp.path(), None, &[], &["run"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (
+        delta_lines(tmp.path(), "customers"),
+        delta_lines(tmp.path(), "customers_history"),
+    )
+}
+
+/// Killed at `point` in an AUTO CDC flow and restarted: both CDC tables
+/// equal a clean run's.
+fn cdc_crash_then_recover(point: &str, clean: &(Vec<String>, Vec<String>)) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_inputs(dir);
+    let crashed = run_child(dir, Some(point), &[], &["run"]);
+    let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
+    let recovered = run_child(dir, None, &[], &["run"]);
+    let scd1 = delta_lines(dir, "customers");
+    let scd2 = delta_lines(dir, "customers_history");
+    check(
+        &format!("AUTO CDC killed at {point}, restart: the tables of a clean run"),
+        killed && recovered.status.success() && scd1 == clean.0 && scd2 == clean.1,
+        || {
+            format!(
+                "killed: {killed}\nrecovery stderr:\n{}\nSCD 1: {scd1:?}\nclean: {:?}\nSCD 2: {scd2:?}\nclean: {:?}",
+                String::from_utf8_lossy(&recovered.stderr),
+                clean.0,
+                clean.1
+            )
+        },
+    )
 }
 
 fn fixture_dir() -> PathBuf {
@@ -197,6 +333,7 @@ fn write_inputs(dir: &Path) {
     )
     .unwrap();
     write_events(dir);
+    write_cdc(dir);
 }
 
 fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: &[&str]) -> Output {
@@ -628,6 +765,24 @@ fn main() -> std::process::ExitCode {
         "copy_to_delta/before_commit:3",
     ] {
         ok &= crash_then_recover(point);
+    }
+    let clean = clean_cdc_tables();
+    // The clean run's SCD 1 table follows the rule; its SCD 2 history has
+    // one open version per key whose last event is an upsert.
+    ok &= check(
+        "AUTO CDC clean run: SCD 1 is the latest event per key",
+        clean.0 == expected_scd1()
+            && clean.1.iter().filter(|l| l.ends_with("|null")).count() == clean.0.len(),
+        || format!("{clean:?}\nexpected SCD 1: {:?}", expected_scd1()),
+    );
+    for point in [
+        "apply_cdc/after_offsets:2",
+        "apply_cdc/delta_before_commit:3",
+        "apply_cdc/before_commit:1",
+        "apply_cdc_history/delta_before_commit:2",
+        "apply_cdc_history/before_commit:4",
+    ] {
+        ok &= cdc_crash_then_recover(point, &clean);
     }
     ok &= changed_query_is_refused();
     ok &= two_runs_at_once_are_refused();

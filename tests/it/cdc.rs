@@ -258,8 +258,8 @@ CREATE FLOW d_append AS INSERT INTO d BY NAME SELECT * FROM STREAM(customers_cdc
         "did you mean `id`?",
         "AUTO CDC flow targets materialized view `b`, but changes are applied to a streaming table",
         "AUTO CDC flow targets streaming table `c`, stored as Parquet, which cannot apply changes (no MERGE)",
-        "AUTO CDC flow reads its change feed `customers_cdc` as a batch",
-        "read it as a stream: `FROM STREAM(customers_cdc)`; a change feed is applied event by event",
+        "returns a batch query, but its target `c` is a streaming table, which takes streaming queries",
+        "unknown column `sequence` in AUTO CDC sequence_by `sequence`",
         "AUTO CDC flow targets streaming table `d`, which flow `d_append` also writes",
         "AUTO CDC flow column_list leaves out the key `id`",
     ] {
@@ -282,7 +282,7 @@ fn dry_run_refuses_both_column_lists_and_a_missing_sequence_column() {
     for expected in [
         "AUTO CDC flow sets both column_list and except_column_list",
         "keep one: the columns to keep, or the columns to leave out",
-        "sequence_number",
+        "unknown column `sequence_number` in AUTO CDC sequence_by `sequence_number`",
     ] {
         assert!(err.contains(expected), "missing `{expected}` in:\n{err}");
     }

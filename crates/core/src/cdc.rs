@@ -79,7 +79,7 @@ pub struct AutoCdc {
     /// The change feed: a dataset of the pipeline.
     pub source: String,
     /// False when the feed is read as a batch (SQL `FROM src` without
-    /// `STREAM`), which is refused: a change feed is read as a stream.
+    /// `STREAM`), which the graph refuses: a change feed is read as a stream.
     pub source_streaming: bool,
     /// The flow's name (the target's name when not given, as in Spark).
     pub name: Option<String>,
@@ -229,6 +229,27 @@ impl AutoCdc {
         f
     }
 
+    /// A problem found while resolving the flow's query, in the words of
+    /// the declaration: `with_column `__cdc_sequence` `x`` becomes
+    /// `sequence_by `x``.
+    pub fn explain(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        let flag = |c: &Option<String>| c.as_ref().map(|c| (format!("coalesce(({c}), false)"), c.clone()));
+        for (column, keyword, written) in [
+            (SEQUENCE_COLUMN, "sequence_by", Some((self.sequence_by.clone(), self.sequence_by.clone()))),
+            (DELETE_COLUMN, "apply_as_deletes", flag(&self.apply_as_deletes)),
+            (TRUNCATE_COLUMN, "apply_as_truncates", flag(&self.apply_as_truncates)),
+        ] {
+            if let Some((expr, written)) = written {
+                out = out.replace(
+                    &format!("with_column `{column}` `{expr}`"),
+                    &format!("AUTO CDC {keyword} `{written}`"),
+                );
+            }
+        }
+        out
+    }
+
     /// The flow's query: the feed with its sequence, delete and truncate
     /// values as the columns [`SEQUENCE_COLUMN`], [`DELETE_COLUMN`] and
     /// [`TRUNCATE_COLUMN`] (a NULL condition is false).
@@ -314,15 +335,6 @@ impl AutoCdc {
             out.push((
                 "sets apply_as_truncates, which SCD type 2 does not support".to_string(),
                 "remove it, or store SCD type 1".to_string(),
-            ));
-        }
-        if !self.source_streaming {
-            out.push((
-                format!("reads its change feed `{}` as a batch", self.source),
-                format!(
-                    "read it as a stream: `FROM STREAM({})`; a change feed is applied event by event",
-                    self.source
-                ),
             ));
         }
         out

@@ -1115,7 +1115,10 @@ impl Build<'_> {
                     resolved.insert(name.clone(), r);
                 }
                 Err(errors) => {
-                    for e in errors {
+                    for mut e in errors {
+                        if let Some(cdc) = &f.auto_cdc {
+                            e.message = cdc.explain(&e.message);
+                        }
                         diags.push(plan_diagnostic(&f.subject(), &f.origin, "", e));
                     }
                 }
