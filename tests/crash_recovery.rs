@@ -187,7 +187,11 @@ fn clean_cdc_tables() -> (Vec<String>, Vec<String>) {
     let tmp = tempfile::tempdir().unwrap();
     write_inputs(tmp.path());
     let out = run_child(tmp.path(), None, &[], &["run"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (
         delta_lines(tmp.path(), "customers"),
         delta_lines(tmp.path(), "customers_history"),

@@ -24,7 +24,12 @@ fn lines(batches: &[RecordBatch]) -> Vec<String> {
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
             .collect();
         for i in 0..b.num_rows() {
-            out.push(fmts.iter().map(|f| f.value(i).to_string()).collect::<Vec<_>>().join("|"));
+            out.push(
+                fmts.iter()
+                    .map(|f| f.value(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
         }
     }
     out.sort();
@@ -133,7 +138,11 @@ fn sql_auto_cdc_gives_the_documented_scd1_and_scd2_tables_after_each_batch() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
         table(&dir, "customers"),
-        ["124|Raul|Oaxaca", "125|Mercedes|Guadalajara", "126|Lily|Cancun"]
+        [
+            "124|Raul|Oaxaca",
+            "125|Mercedes|Guadalajara",
+            "126|Lily|Cancun"
+        ]
     );
     assert_eq!(
         table(&dir, "customers_history"),
@@ -211,12 +220,20 @@ fn a_builder_flow_appends_new_keys_merges_changes_and_skips_a_replayed_batch() {
     );
     assert_eq!(operations(&path), ["CREATE TABLE", "WRITE", "MERGE"]);
     let s = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
-    let f = s.flows.iter().find(|f| f.flow == "customers_cdc_replayed").unwrap();
+    let f = s
+        .flows
+        .iter()
+        .find(|f| f.flow == "customers_cdc_replayed")
+        .unwrap();
     assert_eq!((f.batches, f.replayed), (1, 1));
     assert_eq!(operations(&path), ["CREATE TABLE", "WRITE", "MERGE"]);
     assert_eq!(
         table(dir, "customers"),
-        ["124|Raul|Oaxaca", "125|Mercedes|Guadalajara", "126|Lily|Cancun"]
+        [
+            "124|Raul|Oaxaca",
+            "125|Mercedes|Guadalajara",
+            "126|Lily|Cancun"
+        ]
     );
 }
 

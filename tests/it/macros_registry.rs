@@ -542,13 +542,25 @@ fn auto_cdc_flows() {
     let all = pipelines::registry::auto_cdc_flows();
     let f = all.iter().find(|f| f.target == "customers").unwrap();
     assert_eq!(
-        (f.source, f.keys, f.sequence_by, f.name, f.stored_as_scd_type),
+        (
+            f.source,
+            f.keys,
+            f.sequence_by,
+            f.name,
+            f.stored_as_scd_type
+        ),
         ("customers_cdc", &["id"][..], "seq", None, None)
     );
-    assert_eq!((f.apply_as_deletes, f.column_list, f.except_column_list), (None, None, None));
+    assert_eq!(
+        (f.apply_as_deletes, f.column_list, f.except_column_list),
+        (None, None, None)
+    );
     assert_eq!(f.location, at(CDC_MINIMAL));
 
-    let f = all.iter().find(|f| f.target == "customers_history").unwrap();
+    let f = all
+        .iter()
+        .find(|f| f.target == "customers_history")
+        .unwrap();
     assert_eq!(f.keys, &["id", "region"][..]);
     assert_eq!(f.sequence_by, "struct(seq, ts)");
     assert_eq!(f.apply_as_deletes, Some("operation = 'DELETE'"));

@@ -234,11 +234,26 @@ impl AutoCdc {
     /// `sequence_by `x``.
     pub fn explain(&self, message: &str) -> String {
         let mut out = message.to_string();
-        let flag = |c: &Option<String>| c.as_ref().map(|c| (format!("coalesce(({c}), false)"), c.clone()));
+        let flag = |c: &Option<String>| {
+            c.as_ref()
+                .map(|c| (format!("coalesce(({c}), false)"), c.clone()))
+        };
         for (column, keyword, written) in [
-            (SEQUENCE_COLUMN, "sequence_by", Some((self.sequence_by.clone(), self.sequence_by.clone()))),
-            (DELETE_COLUMN, "apply_as_deletes", flag(&self.apply_as_deletes)),
-            (TRUNCATE_COLUMN, "apply_as_truncates", flag(&self.apply_as_truncates)),
+            (
+                SEQUENCE_COLUMN,
+                "sequence_by",
+                Some((self.sequence_by.clone(), self.sequence_by.clone())),
+            ),
+            (
+                DELETE_COLUMN,
+                "apply_as_deletes",
+                flag(&self.apply_as_deletes),
+            ),
+            (
+                TRUNCATE_COLUMN,
+                "apply_as_truncates",
+                flag(&self.apply_as_truncates),
+            ),
         ] {
             if let Some((expr, written)) = written {
                 out = out.replace(

@@ -1025,17 +1025,25 @@ impl StreamingQuery {
             }
             None => (std::mem::take(&mut result.rows), Vec::new(), None),
         };
-        let exec_done = Instant::now();
-        durations.execute = ms(exec_done - read_done);
-        let mut output_rows: u64 = output.iter().map(|b| b.num_rows() as u64).sum();
-
-        // Sink: an AUTO CDC flow's events become keyed changes first.
-        let write = match self.cdc.as_mut() {
+        // An AUTO CDC flow's events become the keyed changes of its target.
+        let changes = match self.cdc.as_mut() {
             Some(cdc) => {
                 let changes = cdc.apply(n, &output, self.batch_timestamp_ms)?;
-                output_rows = changes.len() as u64;
-                self.sink.apply_changes(n, changes)?
+                result.state_operators.push(cdc.progress());
+                Some(changes)
             }
+            None => None,
+        };
+        let exec_done = Instant::now();
+        durations.execute = ms(exec_done - read_done);
+        let output_rows: u64 = match &changes {
+            Some(c) => c.len() as u64,
+            None => output.iter().map(|b| b.num_rows() as u64).sum(),
+        };
+
+        // Sink.
+        let write = match changes {
+            Some(changes) => self.sink.apply_changes(n, changes)?,
             None => self.sink.add_batch(n, output, self.mode)?,
         };
         if let Some(late) = self.late_sink.as_mut() {

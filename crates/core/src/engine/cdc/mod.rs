@@ -228,6 +228,24 @@ impl CdcApplier {
             .commit_changes(batch_id, Some((upserts, removed)), &full, false)
     }
 
+    /// The state after the last [`apply`](Self::apply), as a state
+    /// operator's progress (`autoCdc`): rows held (SCD 1: keys, tombstones
+    /// included; SCD 2: events), rows the batch changed or removed, bytes.
+    pub fn progress(&self) -> crate::engine::exec::StateOperatorProgress {
+        let (updated, removed, bytes) = match &self.kind {
+            Kind::One(s) => s.progress(),
+            Kind::Two(s) => s.progress(),
+        };
+        crate::engine::exec::StateOperatorProgress {
+            operator: "autoCdc".to_string(),
+            num_rows_total: self.state_rows(),
+            num_rows_updated: updated,
+            num_rows_removed: removed,
+            num_rows_dropped_by_watermark: 0,
+            memory_used_bytes: bytes,
+        }
+    }
+
     /// Keys (SCD 1, tombstones included) or events (SCD 2) held in the state.
     pub fn state_rows(&self) -> u64 {
         match &self.kind {

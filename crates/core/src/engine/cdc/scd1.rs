@@ -127,6 +127,20 @@ impl Scd1 {
         self.entries.len()
     }
 
+    /// (keys changed since the last commit, keys removed, bytes held).
+    pub(super) fn progress(&self) -> (u64, u64, u64) {
+        let bytes: usize = self
+            .entries
+            .iter()
+            .map(|(k, e)| k.len() + e.sequence.len() + std::mem::size_of::<(Box<[u8]>, Entry)>())
+            .sum();
+        (
+            self.touched.len() as u64,
+            self.removed.len() as u64,
+            bytes as u64,
+        )
+    }
+
     fn forget(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.entries.remove(key);
         self.touched.remove(key);

@@ -136,6 +136,25 @@ impl Scd2 {
         self.events
     }
 
+    /// (events recorded since the last commit, 0, bytes held: the event
+    /// rows and the index).
+    pub(super) fn progress(&self) -> (u64, u64, u64) {
+        let rows: usize = self.chunks.iter().map(|c| c.get_array_memory_size()).sum();
+        let index: usize = self
+            .histories
+            .iter()
+            .map(|(k, h)| {
+                k.len()
+                    + h.iter()
+                        .map(|(s, e)| {
+                            s.len() + e.tracked.len() + std::mem::size_of::<(Bytes, Event)>()
+                        })
+                        .sum::<usize>()
+            })
+            .sum();
+        (self.pending.len() as u64, 0, (rows + index) as u64)
+    }
+
     /// Records the events of chunk `chunk` (the keys it touches, in order,
     /// are returned); `pending` marks them for the next commit.
     fn index_chunk(&mut self, c: &Common, chunk: usize, pending: bool) -> Result<()> {
