@@ -358,11 +358,23 @@ pub fn summary(graph: &PipelineGraph, spec_path: &Path) -> String {
             ));
             continue;
         }
+        let kind = match &f.def.auto_cdc {
+            Some(cdc) => format!(
+                "AUTO CDC ({}, keys {}, sequence by {})",
+                cdc.scd_type().describe(),
+                cdc.keys.join(", "),
+                cdc.sequence_by.trim()
+            ),
+            None => format!(
+                "{} {}",
+                f.output_mode,
+                if f.streaming { "streaming" } else { "batch" }
+            ),
+        };
         s.push_str(&format!(
-            "  {:<24} {} {} → {}  reads {}  trigger: {}\n",
+            "  {:<24} {} → {}  reads {}  trigger: {}\n",
             f.def.name,
-            f.output_mode,
-            if f.streaming { "streaming" } else { "batch" },
+            kind,
             f.def.target,
             if reads.is_empty() {
                 "nothing".to_string()
