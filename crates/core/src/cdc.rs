@@ -486,7 +486,7 @@ impl AutoCdc {
                     .to_string(),
             ));
         }
-        for c in &kept {
+        for c in kept.iter().filter(|_| scd == ScdType::Two) {
             if c == START_AT || c == END_AT {
                 problems.push((
                     format!("the change feed has a column `{c}`, which SCD type 2 adds itself"),

@@ -453,8 +453,13 @@ pub fn options_reference() -> String {
             let _ = writeln!(out, "\n### `{name}` sink\n");
             let _ = writeln!(
                 out,
-                "Output modes: {modes}{upsert}. Real time: {real_time}. Table storage: {}.\n",
-                if s.stores_tables() { "yes" } else { "no" }
+                "Output modes: {modes}{upsert}. Real time: {real_time}. Table storage: {}.{}\n",
+                if s.stores_tables() { "yes" } else { "no" },
+                if s.applies_changes() {
+                    " AUTO CDC target: yes (keyed changes in one commit)."
+                } else {
+                    ""
+                }
             );
             out.push_str(&s.options().markdown());
         }
