@@ -28,7 +28,9 @@ fn main() -> std::process::ExitCode {
         .create_streaming_table(
             "customers_history",
             dp::TableOptions {
-                comment: Some("every version of every customer, with __START_AT and __END_AT".into()),
+                comment: Some(
+                    "every version of every customer, with __START_AT and __END_AT".into(),
+                ),
                 ..Default::default()
             },
         )

@@ -285,21 +285,58 @@ CREATE FLOW d_append AS INSERT INTO d BY NAME SELECT * FROM STREAM(customers_cdc
 }
 
 #[test]
-fn dry_run_refuses_both_column_lists_and_a_missing_sequence_column() {
-    let pipeline = dp::Pipeline::new()
-        .create_streaming_table("customers", dp::TableOptions::default())
+fn dry_run_checks_builder_declarations_against_the_feed() {
+    let table = |p: dp::Pipeline, name: &str, schema: Option<&str>| {
+        p.create_streaming_table(
+            name,
+            dp::TableOptions {
+                schema: schema.map(str::to_string),
+                ..Default::default()
+            },
+        )
+    };
+    let mut pipeline = dp::Pipeline::new();
+    for t in ["customers", "no_keys", "arrays", "truncates"] {
+        pipeline = table(pipeline, t, None);
+    }
+    let pipeline = table(pipeline, "declared", Some("id BIGINT, name STRING"))
         .create_auto_cdc_flow(
             AutoCdc::new("customers", "customers_cdc")
                 .keys(["id"])
                 .sequence_by("sequence_number")
                 .column_list(["id", "name"])
                 .except_column_list(["seq"]),
+        )
+        .create_auto_cdc_flow(AutoCdc::new("no_keys", "customers_cdc"))
+        .create_auto_cdc_flow(
+            AutoCdc::new("arrays", "customers_cdc")
+                .keys(["id"])
+                .sequence_by("make_array(seq)"),
+        )
+        .create_auto_cdc_flow(
+            AutoCdc::new("truncates", "customers_cdc")
+                .keys(["id"])
+                .sequence_by("seq")
+                .apply_as_truncates("operation = 'TRUNCATE'")
+                .stored_as_scd_type(2),
+        )
+        .create_auto_cdc_flow(
+            AutoCdc::new("declared", "customers_cdc")
+                .keys(["id"])
+                .sequence_by("seq")
+                .except_column_list(["operation"]),
         );
     let err = dry_run(pipeline, &[("transformations/feed.sql", FEED_SQL)]);
     for expected in [
         "AUTO CDC flow sets both column_list and except_column_list",
         "keep one: the columns to keep, or the columns to leave out",
         "unknown column `sequence_number` in AUTO CDC sequence_by `sequence_number`",
+        "error: flow `no_keys` (tests/it/cdc.rs:",
+        "AUTO CDC flow has no keys",
+        "AUTO CDC flow has no sequence_by",
+        "AUTO CDC flow sequence_by `make_array(seq)` is of type ARRAY<BIGINT>, which has no order",
+        "AUTO CDC flow sets apply_as_truncates, which SCD type 2 does not support",
+        "AUTO CDC flow writes columns that do not match the declared schema of streaming table `declared`",
     ] {
         assert!(err.contains(expected), "missing `{expected}` in:\n{err}");
     }

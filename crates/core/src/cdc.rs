@@ -479,8 +479,9 @@ impl AutoCdc {
         if !orderable(&sequence_type) {
             problems.push((
                 format!(
-                    "sequence_by `{}` is of type {sequence_type}, which has no order",
-                    self.sequence_by
+                    "sequence_by `{}` is of type {}, which has no order",
+                    self.sequence_by,
+                    crate::plan::ddl::type_to_ddl(&sequence_type)
                 ),
                 "sequence by a number, a timestamp, a date, a string, or a struct of those"
                     .to_string(),

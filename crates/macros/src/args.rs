@@ -227,7 +227,16 @@ pub(crate) fn string_list(
     key: &str,
     errors: &mut Errors,
 ) -> syn::Result<Vec<LitStr>> {
-    let example = "[\"day\", \"country\"]";
+    string_list_like(meta, key, "[\"day\", \"country\"]", errors)
+}
+
+/// A list of column names; `example` is shown when it is not one.
+pub(crate) fn string_list_like(
+    meta: &ParseNestedMeta,
+    key: &str,
+    example: &str,
+    errors: &mut Errors,
+) -> syn::Result<Vec<LitStr>> {
     let Some(expr) = value_expr(meta, key, example, errors)? else {
         return Ok(Vec::new());
     };

@@ -90,14 +90,38 @@ pub(crate) fn expand(input: TokenStream, line: u32) -> TokenStream {
             }
             "name" => a.name = args::string(&meta, &key, "\"customers_cdc_flow\"", e)?,
             "comment" => a.comment = args::string_allow_empty(&meta, &key, "\"...\"", e)?,
-            "keys" => a.keys = Some(args::string_list(&meta, &key, e)?),
-            "column_list" => a.column_list = Some(args::string_list(&meta, &key, e)?),
-            "except_column_list" => a.except_column_list = Some(args::string_list(&meta, &key, e)?),
+            "keys" => a.keys = Some(args::string_list_like(&meta, &key, "[\"id\"]", e)?),
+            "column_list" => {
+                a.column_list = Some(args::string_list_like(
+                    &meta,
+                    &key,
+                    "[\"name\", \"city\"]",
+                    e,
+                )?)
+            }
+            "except_column_list" => {
+                a.except_column_list = Some(args::string_list_like(
+                    &meta,
+                    &key,
+                    "[\"name\", \"city\"]",
+                    e,
+                )?)
+            }
             "track_history_column_list" => {
-                a.track_history_column_list = Some(args::string_list(&meta, &key, e)?)
+                a.track_history_column_list = Some(args::string_list_like(
+                    &meta,
+                    &key,
+                    "[\"name\", \"city\"]",
+                    e,
+                )?)
             }
             "track_history_except_column_list" => {
-                a.track_history_except_column_list = Some(args::string_list(&meta, &key, e)?)
+                a.track_history_except_column_list = Some(args::string_list_like(
+                    &meta,
+                    &key,
+                    "[\"name\", \"city\"]",
+                    e,
+                )?)
             }
             "stored_as_scd_type" => {
                 match args::value_expr(&meta, &key, "2", e)?.map(args::ungroup) {
@@ -119,22 +143,24 @@ pub(crate) fn expand(input: TokenStream, line: u32) -> TokenStream {
     if let Err(e) = parser.parse2(input) {
         errors.push(e);
     }
-    for (present, key, example) in [
-        (a.target.is_some(), "target", "\"customers\""),
-        (a.source.is_some(), "source", "\"customers_cdc\""),
+    let missing: Vec<String> = [
+        (a.target.is_some(), "target = \"customers\""),
+        (a.source.is_some(), "source = \"customers_cdc\""),
         (
             a.keys.as_ref().is_some_and(|k| !k.is_empty()),
-            "keys",
-            "[\"id\"]",
+            "keys = [\"id\"]",
         ),
-        (a.sequence_by.is_some(), "sequence_by", "\"seq\""),
-    ] {
-        if !present && errors.is_empty() {
-            errors.at(
-                Span::call_site(),
-                format!("create_auto_cdc_flow! needs `{key} = {example}`"),
-            );
-        }
+        (a.sequence_by.is_some(), "sequence_by = \"seq\""),
+    ]
+    .into_iter()
+    .filter(|(present, _)| !present)
+    .map(|(_, example)| format!("`{example}`"))
+    .collect();
+    if !missing.is_empty() && errors.is_empty() {
+        errors.at(
+            Span::call_site(),
+            format!("create_auto_cdc_flow! needs {}", missing.join(" and ")),
+        );
     }
     if !errors.is_empty() {
         return errors.to_compile_errors();

@@ -505,7 +505,7 @@ impl Common {
                 ScdType::One => 1,
                 ScdType::Two => 2,
             },
-            sequence_type: self.layout.sequence_type.to_string(),
+            sequence_type: crate::plan::ddl::type_to_ddl(&self.layout.sequence_type),
             keys: self.layout.key_names.clone(),
             track_history: self.tracked_names(),
         };

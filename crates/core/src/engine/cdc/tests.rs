@@ -533,7 +533,7 @@ fn a_changed_sequence_type_is_refused_at_restart() {
         .unwrap();
     assert_eq!(
         e.to_string(),
-        "AUTO CDC flow `customers_flow` into `customers`, batch 1: the sequence (sequence_by `seq`) is Utf8 now but was Int64 when the table was written [AUTOCDC_INVALID_STATE.SEQUENCING_TYPE_DRIFT]\n  help: cast sequence_by back to Int64 in the flow, or rebuild the table from the whole feed with `--full-refresh customers`"
+        "AUTO CDC flow `customers_flow` into `customers`, batch 1: the sequence (sequence_by `seq`) is STRING now but was BIGINT when the table was written [AUTOCDC_INVALID_STATE.SEQUENCING_TYPE_DRIFT]\n  help: cast sequence_by back to BIGINT in the flow, or rebuild the table from the whole feed with `--full-refresh customers`"
     );
 }
 
