@@ -341,3 +341,56 @@ fn dry_run_checks_builder_declarations_against_the_feed() {
         assert!(err.contains(expected), "missing `{expected}` in:\n{err}");
     }
 }
+
+#[test]
+fn two_keys_and_a_struct_sequence_then_a_full_refresh_rebuilds_the_history() {
+    let (_tmp, dir) = project(&[(
+        "transformations/feed.sql",
+        "CREATE STREAMING TABLE orders_cdc AS SELECT * FROM STREAM read_files(
+  'cdc',
+  format => 'json',
+  schema => 'shop STRING, id BIGINT, status STRING, day INT, n INT'
+);
+CREATE STREAMING TABLE orders;
+CREATE FLOW orders_flow AS AUTO CDC INTO orders FROM STREAM(orders_cdc)
+KEYS (shop, id) SEQUENCE BY struct(day, n) STORED AS SCD TYPE 2;
+",
+    )]);
+    write(
+        &dir,
+        "1.json",
+        &[
+            r#"{"shop":"a","id":1,"status":"new","day":1,"n":0}"#,
+            r#"{"shop":"b","id":1,"status":"new","day":1,"n":0}"#,
+            r#"{"shop":"a","id":1,"status":"paid","day":1,"n":2}"#,
+        ],
+    );
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Same day, later n: a new version; the other shop's order 1 is its own key.
+    write(
+        &dir,
+        "2.json",
+        &[
+            r#"{"shop":"a","id":1,"status":"sent","day":2,"n":0}"#,
+            r#"{"shop":"a","id":1,"status":"packed","day":1,"n":5}"#,
+        ],
+    );
+    let (code, out, err) = cli(dp::Pipeline::new(), &dir, &["run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let want = [
+        "a|1|new|1|0|{day: 1, n: 0}|{day: 1, n: 2}",
+        "a|1|packed|1|5|{day: 1, n: 5}|{day: 2, n: 0}",
+        "a|1|paid|1|2|{day: 1, n: 2}|{day: 1, n: 5}",
+        "a|1|sent|2|0|{day: 2, n: 0}|null",
+        "b|1|new|1|0|{day: 1, n: 0}|null",
+    ];
+    assert_eq!(table(&dir, "orders"), want);
+    let (code, out, err) = cli(
+        dp::Pipeline::new(),
+        &dir,
+        &["run", "--full-refresh", "orders"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(table(&dir, "orders"), want);
+}

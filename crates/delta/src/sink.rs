@@ -30,7 +30,7 @@ use arrow::array::UInt32Array;
 use arrow::compute::take_record_batch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::Column;
 use datafusion::logical_expr::Expr;
@@ -346,11 +346,15 @@ async fn merge_changes(
     props: CommitProperties,
 ) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
     let ctx = datafusion::prelude::SessionContext::new();
+    let schema = rows.schema();
     let source = ctx.read_batch(rows)?;
     let column = |side: &str, name: &str| Expr::Column(Column::new(Some(side), name));
     let predicate = on
         .iter()
-        .map(|k| column("t", k).eq(column("s", k)))
+        .map(|k| {
+            let t = schema.field_with_name(k).map(|f| f.data_type().clone());
+            equal(column("t", k), column("s", k), &t.unwrap_or(DataType::Null))
+        })
         .reduce(Expr::and)
         .ok_or_else(|| deltalake::DeltaTableError::Generic("no match columns".into()))?;
     let deletes = column("s", CHANGE_DELETES);
@@ -376,6 +380,27 @@ async fn merge_changes(
         })?
         .await?;
     Ok(table)
+}
+
+/// `t = s` for a match column of type `t`; a struct (a `sequence_by`
+/// struct's `__START_AT`) field by field, which the MERGE predicate can
+/// write into the Delta log.
+fn equal(t: Expr, s: Expr, data_type: &DataType) -> Expr {
+    use datafusion::functions::core::expr_fn::get_field;
+    match data_type {
+        DataType::Struct(fields) if !fields.is_empty() => fields
+            .iter()
+            .map(|f| {
+                equal(
+                    get_field(t.clone(), f.name().as_str()),
+                    get_field(s.clone(), f.name().as_str()),
+                    f.data_type(),
+                )
+            })
+            .reduce(Expr::and)
+            .unwrap_or_else(|| t.eq(s)),
+        _ => t.eq(s),
+    }
 }
 
 fn create_table(

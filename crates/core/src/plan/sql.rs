@@ -131,7 +131,36 @@ pub(crate) fn sql_to_expr(
     let expr = STATE
         .get_or_init(|| sql_context().state())
         .create_logical_expr_from_sql_expr(parsed, schema)?;
-    spark_string_casts(expr, schema)
+    spark_string_casts(spark_struct_names(expr)?, schema)
+}
+
+/// `struct(a, b + 1)` with Spark's field names: a column's name, else
+/// `col<n>` (1-based), where DataFusion would name them `c0`, `c1`.
+fn spark_struct_names(expr: Expr) -> Result<Expr, datafusion::error::DataFusionError> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::logical_expr::lit;
+    expr.transform_up(|e| {
+        let Expr::ScalarFunction(f) = &e else {
+            return Ok(Transformed::no(e));
+        };
+        if f.func.name() != "struct" || f.args.is_empty() {
+            return Ok(Transformed::no(e));
+        }
+        let mut args = Vec::with_capacity(f.args.len() * 2);
+        for (i, a) in f.args.iter().enumerate() {
+            let name = match a {
+                Expr::Column(c) => c.name.clone(),
+                Expr::Alias(al) => al.name.clone(),
+                _ => format!("col{}", i + 1),
+            };
+            args.push(lit(name));
+            args.push(a.clone());
+        }
+        Ok(Transformed::yes(
+            datafusion::functions::core::expr_fn::named_struct(args),
+        ))
+    })
+    .map(|t| t.data)
 }
 
 /// `CAST(s AS TIMESTAMP)` of a string as Spark casts it: through
