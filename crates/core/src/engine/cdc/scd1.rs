@@ -40,6 +40,9 @@ pub(super) struct Scd1 {
     touched: HashSet<Box<[u8]>>,
     removed: HashSet<Box<[u8]>>,
     gc_ms: i64,
+    /// At or before the oldest tombstone's time: no scan is needed while
+    /// the GC horizon is not past it.
+    oldest_tombstone_ms: Option<i64>,
 }
 
 /// The state's rows: the keys, the sequence, whether it is a tombstone and
@@ -80,6 +83,7 @@ impl Scd1 {
             touched: HashSet::new(),
             removed: HashSet::new(),
             gc_ms: i64::try_from(gc_seconds.saturating_mul(1000)).unwrap_or(i64::MAX),
+            oldest_tombstone_ms: None,
         };
         if batch.num_rows() == 0 {
             return Ok(s);
@@ -110,14 +114,13 @@ impl Scd1 {
                 s.truncated_below = Some(sequence);
                 continue;
             }
-            s.entries.insert(
-                key.into(),
-                Entry {
-                    sequence,
-                    deleted: deleted.value(i),
-                    deleted_at_ms: at.value(i),
-                },
-            );
+            let entry = Entry {
+                sequence,
+                deleted: deleted.value(i),
+                deleted_at_ms: at.value(i),
+            };
+            s.note_tombstone(&entry);
+            s.entries.insert(key.into(), entry);
         }
         Ok(s)
     }
@@ -148,7 +151,17 @@ impl Scd1 {
         e
     }
 
+    fn note_tombstone(&mut self, e: &Entry) {
+        if e.deleted {
+            self.oldest_tombstone_ms = Some(
+                self.oldest_tombstone_ms
+                    .map_or(e.deleted_at_ms, |o| o.min(e.deleted_at_ms)),
+            );
+        }
+    }
+
     fn record(&mut self, key: &[u8], entry: Entry) {
+        self.note_tombstone(&entry);
         self.entries.insert(key.into(), entry);
         self.removed.remove(key);
         self.touched.insert(key.into());
@@ -164,14 +177,22 @@ impl Scd1 {
     ) -> Result<ChangeSet> {
         // Tombstones older than the threshold are forgotten.
         let horizon = batch_timestamp_ms.saturating_sub(self.gc_ms);
-        let expired: Vec<Box<[u8]>> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.deleted && e.deleted_at_ms < horizon)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in expired {
-            self.forget(&k);
+        if self.oldest_tombstone_ms.is_some_and(|o| o < horizon) {
+            let expired: Vec<Box<[u8]>> = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.deleted && e.deleted_at_ms < horizon)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in expired {
+                self.forget(&k);
+            }
+            self.oldest_tombstone_ms = self
+                .entries
+                .values()
+                .filter(|e| e.deleted)
+                .map(|e| e.deleted_at_ms)
+                .min();
         }
 
         // The batch's winning event per key, and its latest truncate.
