@@ -82,6 +82,10 @@ pub use pipelines_delta as delta;
 #[cfg(feature = "kafka")]
 pub use pipelines_kafka as kafka;
 
+/// The PostgreSQL sink (the `postgres` feature): the `pipelines-postgres` crate.
+#[cfg(feature = "postgres")]
+pub use pipelines_postgres as postgres;
+
 /// SQL library files (the `sql` feature): the `pipelines-sql` crate. Linking
 /// it makes a spec's `libraries:` (`.sql` files) part of the pipeline.
 #[cfg(feature = "sql")]

@@ -22,13 +22,8 @@
 //! `mergeSchema` (`true`: columns new in the stream are added to the table;
 //! a column whose type changed is always an error naming it).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
-
-use arrow::array::UInt32Array;
-use arrow::compute::take_record_batch;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -42,7 +37,9 @@ use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 
 use crate::table::{self, block_on, delta_error, is_commit_conflict};
-use pipelines_core::engine::sink::{ChangeSet, Sink, SinkContext, SinkWrite, CHANGE_DELETES};
+use pipelines_core::engine::sink::{
+    last_row_per_key, ChangeSet, Sink, SinkContext, SinkWrite, CHANGE_DELETES,
+};
 use pipelines_core::error::{Error, Result};
 use pipelines_core::formats::OutputMode;
 use pipelines_core::options::Options;
@@ -248,45 +245,6 @@ impl DeltaSink {
         }
         block_on(async move { write.await })
     }
-}
-
-/// The batch's rows with one row per merge key, the last one (a MERGE
-/// refuses several source rows for one target row; in update mode the
-/// last row of a key is its newest value).
-fn last_row_per_key(
-    batches: &[RecordBatch],
-    schema: &SchemaRef,
-    keys: &[String],
-) -> Result<Vec<RecordBatch>> {
-    if batches.is_empty() {
-        return Ok(Vec::new());
-    }
-    let all = arrow::compute::concat_batches(schema, batches)?;
-    let options = FormatOptions::default().with_null("\u{0}null");
-    let mut last: HashMap<String, u32> = HashMap::new();
-    {
-        let formatters = keys
-            .iter()
-            .map(|k| {
-                let i = schema.index_of(k)?;
-                ArrayFormatter::try_new(all.column(i).as_ref(), &options)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for row in 0..all.num_rows() {
-            let key = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect::<Vec<_>>()
-                .join("\u{1}");
-            last.insert(key, row as u32);
-        }
-    }
-    if last.len() == all.num_rows() {
-        return Ok(vec![all]);
-    }
-    let mut rows: Vec<u32> = last.into_values().collect();
-    rows.sort_unstable();
-    Ok(vec![take_record_batch(&all, &UInt32Array::from(rows))?])
 }
 
 /// Runs one MERGE of `batches` into `table` on `keys`: matched rows updated

@@ -1,10 +1,13 @@
 //! The contract every sink implements.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+use arrow::array::UInt32Array;
+use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use crate::error::Result;
 use crate::formats::OutputMode;
@@ -148,4 +151,44 @@ pub trait Sink: Send {
         let _ = epoch;
         Ok(())
     }
+}
+
+/// The batch's rows with one row per key, the last one: an upsert of a
+/// batch (a MERGE, `INSERT ... ON CONFLICT`) refuses several rows for one
+/// target row, and in update mode the last row of a key is its newest
+/// value.
+pub fn last_row_per_key(
+    batches: &[RecordBatch],
+    schema: &SchemaRef,
+    keys: &[String],
+) -> Result<Vec<RecordBatch>> {
+    if batches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let all = arrow::compute::concat_batches(schema, batches)?;
+    let options = FormatOptions::default().with_null("\u{0}null");
+    let mut last: HashMap<String, u32> = HashMap::new();
+    {
+        let formatters = keys
+            .iter()
+            .map(|k| {
+                let i = schema.index_of(k)?;
+                ArrayFormatter::try_new(all.column(i).as_ref(), &options)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        for row in 0..all.num_rows() {
+            let key = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect::<Vec<_>>()
+                .join("\u{1}");
+            last.insert(key, row as u32);
+        }
+    }
+    if last.len() == all.num_rows() {
+        return Ok(vec![all]);
+    }
+    let mut rows: Vec<u32> = last.into_values().collect();
+    rows.sort_unstable();
+    Ok(vec![take_record_batch(&all, &UInt32Array::from(rows))?])
 }

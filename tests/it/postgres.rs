@@ -1,0 +1,244 @@
+//! The PostgreSQL sink against the local server (127.0.0.1:5432, database
+//! `test`; `PIPELINES_PG_URL` overrides): seed 002's running count per key
+//! upserted in update mode, append with `COPY`, complete mode, a batch
+//! replayed after its database commit, and the errors of a wrong column
+//! type and of a connection that fails. The tables are read back with
+//! `psql`, independently of the sink.
+
+use std::path::Path;
+use std::process::Command;
+
+use pipelines as dp;
+use pipelines::engine::runtime::{inject_failure, run, RunOptions};
+use pipelines::prelude::*;
+
+fn url() -> String {
+    std::env::var("PIPELINES_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Runs SQL with psql; returns its rows as `a|b` lines.
+fn psql(sql: &str) -> Vec<String> {
+    let out = Command::new("psql")
+        .args([url().as_str(), "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+        .output()
+        .expect("psql runs (PostgreSQL's client; scripts/test needs the local server)");
+    assert!(
+        out.status.success(),
+        "psql failed on `{sql}`: {}\nstart the server: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A table name of its own for each test (tests run concurrently).
+fn fresh_table(name: &str) -> String {
+    let t = format!("it_{name}");
+    psql(&format!("DROP TABLE IF EXISTS {t}"));
+    t
+}
+
+fn write(dir: &Path, name: &str, lines: &[&str]) {
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    std::fs::write(dir.join("in").join(name), lines.join("\n") + "\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(15));
+}
+
+fn spec(dir: &Path) -> dp::spec::PipelineSpec {
+    dp::spec::parse_str("name: pg\nstorage: ./storage\n", &dir.join("pipeline.yml")).unwrap()
+}
+
+fn events(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("event_type STRING, n BIGINT")
+        .option("maxFilesPerTrigger", "1")
+        .load("in")
+}
+
+fn sink(p: dp::Pipeline, name: &str, table: &str, extra: &[(&str, &str)]) -> dp::Pipeline {
+    let mut options = vec![
+        ("url".to_string(), url()),
+        ("dbtable".to_string(), table.to_string()),
+    ];
+    options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    p.create_sink(name, "postgres", options)
+}
+
+#[test]
+fn update_mode_upserts_the_running_count_per_key() {
+    let table = fresh_table("event_counts");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = sink(
+        dp::Pipeline::new(),
+        "event_counts_sink",
+        &table,
+        &[("merge_keys", "event_type")],
+    )
+    .update_flow("event_counts_flow", "event_counts_sink", |s: &Session| {
+        events(s)?.group_by([col("event_type")]).count()
+    });
+    let graph = p.build(&spec(dir)).map_err(|d| d.to_string()).unwrap();
+    write(
+        dir,
+        "1.json",
+        &[
+            r#"{"event_type":"click","n":1}"#,
+            r#"{"event_type":"view","n":2}"#,
+            r#"{"event_type":"click","n":3}"#,
+        ],
+    );
+    write(
+        dir,
+        "2.json",
+        &[
+            r#"{"event_type":"click","n":4}"#,
+            r#"{"event_type":"buy","n":5}"#,
+        ],
+    );
+    let s = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(s.flows[0].batches, 2);
+    let q = format!("SELECT event_type, count FROM {table} ORDER BY event_type");
+    assert_eq!(psql(&q), ["buy|1", "click|3", "view|1"]);
+    // The table was created with the merge key as its primary key.
+    assert_eq!(
+        psql(&format!(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = '{table}'::regclass AND i.indisprimary"
+        )),
+        ["event_type"]
+    );
+    // A third batch updates one key; the replay of a batch committed in the
+    // database (failure before the checkpoint commit) writes nothing twice.
+    write(dir, "3.json", &[r#"{"event_type":"view","n":6}"#]);
+    inject_failure("event_counts_flow", "before_commit", 2);
+    assert!(run(&graph, &RunOptions::new(dir, dir.join("storage"))).is_err());
+    assert_eq!(psql(&q), ["buy|1", "click|3", "view|2"]);
+    let s = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!((s.flows[0].batches, s.flows[0].replayed), (1, 1));
+    assert_eq!(psql(&q), ["buy|1", "click|3", "view|2"]);
+}
+
+#[test]
+fn append_mode_copies_rows_and_complete_mode_replaces_them() {
+    let appended = fresh_table("appended");
+    let totals = fresh_table("totals");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = {
+        let mut p = sink(dp::Pipeline::new(), "appended_sink", &appended, &[]);
+        p = sink(p, "totals_sink", &totals, &[]);
+        p.append_flow("copy_events", "appended_sink", |s: &Session| {
+            events(s)?.select_expr(["event_type", "n", "n * 1.5 AS x", "n % 2 = 0 AS even"])
+        })
+        .append_flow("total_events", "totals_sink", |s: &Session| {
+            events(s)?
+                .group_by([col("event_type")])
+                .agg([sum(col("n")).alias("total")])
+        })
+    };
+    let spec = dp::spec::parse_str(
+        "name: pg\nstorage: ./storage\nflows:\n  total_events:\n    options: { pipelines.outputMode: complete }\n",
+        &dir.join("pipeline.yml"),
+    )
+    .unwrap();
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    write(
+        dir,
+        "1.json",
+        &[
+            r#"{"event_type":"click","n":1}"#,
+            r#"{"event_type":"view","n":2}"#,
+        ],
+    );
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    write(
+        dir,
+        "2.json",
+        &[
+            r#"{"event_type":"click","n":4}"#,
+            r#"{"event_type":null,"n":null}"#,
+        ],
+    );
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(
+        psql(&format!("SELECT coalesce(event_type, 'NULL'), coalesce(n::text, 'NULL'), coalesce(x::text, 'NULL'), coalesce(even::text, 'NULL') FROM {appended} ORDER BY 1, 2")),
+        ["NULL|NULL|NULL|NULL", "click|1|1.5|false", "click|4|6|true", "view|2|3|true"]
+    );
+    assert_eq!(
+        psql(&format!("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{appended}' ORDER BY ordinal_position")),
+        ["event_type|text", "n|bigint", "x|double precision", "even|boolean"]
+    );
+    assert_eq!(
+        psql(&format!("SELECT coalesce(event_type, 'NULL'), coalesce(total::text, 'NULL') FROM {totals} ORDER BY 1")),
+        ["NULL|NULL", "click|5", "view|2"]
+    );
+    // Nothing new: nothing written again.
+    run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(psql(&format!("SELECT count(*) FROM {appended}")), ["4"]);
+}
+
+fn run_error(p: dp::Pipeline, dir: &Path) -> String {
+    let graph = p.build(&spec(dir)).map_err(|d| d.to_string()).unwrap();
+    run(&graph, &RunOptions::new(dir, dir.join("storage")))
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_column_of_another_type_and_a_failed_connection_are_clear_errors() {
+    let table = fresh_table("typed");
+    psql(&format!("CREATE TABLE {table} (event_type TEXT, n DATE)"));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
+    let p = sink(dp::Pipeline::new(), "typed_sink", &table, &[]).append_flow(
+        "typed_flow",
+        "typed_sink",
+        events,
+    );
+    assert_eq!(
+        run_error(p, dir),
+        format!("sink `typed_sink`: column `n` is BIGINT in flow `typed_flow`'s output but date in table {table}\n  help: cast `n` in the flow's query to a type the column takes, or change the column's type to BIGINT")
+    );
+    let p = dp::Pipeline::new()
+        .create_sink(
+            "nowhere",
+            "postgres",
+            [
+                ("url", "postgres://postgres@127.0.0.1:5432/no_such_database"),
+                ("dbtable", "t"),
+            ],
+        )
+        .append_flow("nowhere_flow", "nowhere", events);
+    assert_eq!(
+        run_error(p, dir),
+        "sink `nowhere`: could not connect to PostgreSQL at postgres@127.0.0.1:5432/no_such_database: database \"no_such_database\" does not exist\n  help: check the database name, or create it"
+    );
+    let p = dp::Pipeline::new()
+        .create_sink(
+            "leaky",
+            "postgres",
+            [
+                ("url", "postgres://postgres:hunter2@127.0.0.1:5432/test"),
+                ("dbtable", "t"),
+            ],
+        )
+        .append_flow("leaky_flow", "leaky", events);
+    let graph = p
+        .build(&spec(dir))
+        .err()
+        .expect("dry-run refuses a password in the url")
+        .to_string();
+    assert!(
+        graph.contains("sink `leaky` (tests/it/postgres.rs:")
+            && graph.contains("): option `url` holds a password")
+            && graph.contains("move it to the option `password: ${PGPASSWORD}`"),
+        "{graph}"
+    );
+}
