@@ -39,6 +39,7 @@ fn sink_capabilities_follow_spark() {
     assert_eq!(accepted_modes("delta", true), Some(ALL));
     assert_eq!(accepted_modes("foreachBatch", false), Some(ALL));
     assert_eq!(accepted_modes("kafka", false), Some(ALL));
+    assert_eq!(accepted_modes("postgres", false), Some(ALL));
     assert_eq!(accepted_modes("orc2", false), None);
     assert_eq!(real_time_problem("kafka"), None);
     assert!(real_time_problem("delta").is_some());
@@ -65,15 +66,24 @@ fn every_format_has_one_connector() {
             "delta",
             "kafka",
             "console",
+            "postgres",
             "memory",
             "foreach_batch"
         ]
     );
+    assert_eq!(canonical_name("PostgreSQL"), Some("postgres"));
     assert_eq!(table_names(), ["delta", "parquet", "json", "csv"]);
     assert_eq!(real_time_sink_names(), ["kafka", "memory", "console"]);
     assert_eq!(
         complete_mode_sink_names(),
-        ["kafka", "console", "memory", "foreach_batch", "delta"]
+        [
+            "kafka",
+            "console",
+            "postgres",
+            "memory",
+            "foreach_batch",
+            "delta"
+        ]
     );
     assert_eq!(dp::suggest::closest("kafak", sink_names()), Some("kafka"));
     assert!(find("orc").is_none());

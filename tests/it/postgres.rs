@@ -1,5 +1,6 @@
-//! The PostgreSQL sink against the local server (127.0.0.1:5432, database
-//! `test`; `PIPELINES_PG_URL` overrides): seed 002's running count per key
+//! The PostgreSQL sink against the local server (`PIPELINES_PG_URL`, which
+//! scripts/test sets to its own role and database; else the `test`
+//! database on 127.0.0.1:5432): seed 002's running count per key
 //! upserted in update mode, append with `COPY`, complete mode, a batch
 //! replayed after its database commit, and the errors of a wrong column
 //! type and of a connection that fails. The tables are read back with

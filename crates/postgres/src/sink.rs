@@ -204,14 +204,14 @@ impl PostgresSink {
         let sink_error = |what: &str, e: tokio_postgres::Error| {
             Error::runtime(format!("sink `{name}`: {what} in {at}: {}", db_message(&e)))
         };
-        block_on(client.batch_execute(&format!(
+        block_on(create_if_missing(&client, &format!(
             "CREATE TABLE IF NOT EXISTS {progress} (query_id TEXT NOT NULL, sink TEXT NOT NULL, batch_id BIGINT NOT NULL, PRIMARY KEY (query_id, sink))"
         )))
         .map_err(|e| sink_error("could not create the progress table", e))?;
         let mut table_columns = match block_on(client.prepare(&format!("SELECT * FROM {table} LIMIT 0"))) {
             Ok(st) => st.columns().iter().map(|c| (c.name().to_string(), c.type_().clone())).collect::<Vec<_>>(),
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) && create => {
-                block_on(client.batch_execute(&create_table_sql(&table, &ctx.schema, &ctx.merge_keys)?))
+                block_on(create_if_missing(&client, &create_table_sql(&table, &ctx.schema, &ctx.merge_keys)?))
                     .map_err(|e| sink_error(&format!("could not create table {target}"), e))?;
                 let st = block_on(client.prepare(&format!("SELECT * FROM {table} LIMIT 0")))
                     .map_err(|e| sink_error(&format!("could not read table {target}"), e))?;
@@ -461,6 +461,23 @@ enum CopyError {
 impl From<tokio_postgres::Error> for CopyError {
     fn from(e: tokio_postgres::Error) -> Self {
         CopyError::Db(e)
+    }
+}
+
+/// Runs a `CREATE ... IF NOT EXISTS`; another session creating the same
+/// table at the same moment (PostgreSQL then reports a duplicate) is fine.
+async fn create_if_missing(
+    client: &Client,
+    sql: &str,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    match client.batch_execute(sql).await {
+        Err(e)
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+                || e.code() == Some(&SqlState::DUPLICATE_TABLE) =>
+        {
+            Ok(())
+        }
+        other => other,
     }
 }
 
