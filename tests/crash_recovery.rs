@@ -19,7 +19,9 @@
 //! moment, over JSON → Delta → a merge-keyed Delta sink, checked with the
 //! independent `deltalake` reader. And two AUTO CDC flows (SCD 1 and 2
 //! from one change feed) killed at five points of their batches give, after
-//! a restart, the tables of a run that was not killed.
+//! a restart, the tables of a run that was not killed; a flow appending
+//! into PostgreSQL, killed before and after its database commit, leaves
+//! every row in the table once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,8 +90,24 @@ fn child_main() -> std::process::ExitCode {
         format: Some("parquet".into()),
         ..Default::default()
     };
-    dp::Pipeline::from_registry()
-        .create_streaming_table("copied", parquet())
+    let mut p = dp::Pipeline::from_registry();
+    // The PostgreSQL test's flow: the input rows appended into its table.
+    if let Ok(table) = std::env::var("CRASH_PG_TABLE") {
+        p = p
+            .create_sink(
+                "pg_copy",
+                "postgres",
+                [("url", pg_url()), ("dbtable", table)],
+            )
+            .append_flow("copy_to_pg", "pg_copy", |s: &Session| {
+                s.read_stream()
+                    .format("json")
+                    .schema("id BIGINT, name STRING")
+                    .option("maxFilesPerTrigger", "1")
+                    .load("input")
+            });
+    }
+    p.create_streaming_table("copied", parquet())
         .create_streaming_table("counts", parquet())
         .create_streaming_table("copied_delta", dp::TableOptions::default())
         .create_streaming_table("customers", dp::TableOptions::default())
@@ -180,6 +198,62 @@ fn delta_lines(dir: &Path, name: &str) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+fn pg_url() -> String {
+    std::env::var("PIPELINES_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn psql(sql: &str) -> Vec<String> {
+    let out = Command::new("psql")
+        .args([pg_url().as_str(), "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql `{sql}`: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Killed at `point` while appending into PostgreSQL (before the database
+/// commit, or between it and the checkpoint's commit), restarted: every
+/// input row is in the table exactly once.
+fn pg_crash_then_recover(point: &str) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_inputs(dir);
+    let table = format!("crash_{}", point.replace(['/', ':'], "_"));
+    psql(&format!("DROP TABLE IF EXISTS {table}"));
+    let env = [("CRASH_PG_TABLE", table.as_str())];
+    let crashed = run_child(dir, Some(point), &env, &["run"]);
+    let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
+    let recovered = run_child(dir, None, &env, &["run"]);
+    let counts = psql(&format!(
+        "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {table}"
+    ));
+    let want = format!(
+        "{}|{}|0|{}",
+        FILES * ROWS_PER_FILE,
+        FILES * ROWS_PER_FILE,
+        (FILES - 1) * 100 + ROWS_PER_FILE - 1
+    );
+    check(
+        &format!("PostgreSQL killed at {point}, restart: every row exactly once"),
+        killed && recovered.status.success() && counts == [want.clone()],
+        || {
+            format!(
+                "killed: {killed}\nrecovery stderr:\n{}\ncounts: {counts:?}, want {want}",
+                String::from_utf8_lossy(&recovered.stderr)
+            )
+        },
+    )
 }
 
 /// The AUTO CDC tables of a run with no crash.
@@ -787,6 +861,13 @@ fn main() -> std::process::ExitCode {
         "apply_cdc_history/before_commit:4",
     ] {
         ok &= cdc_crash_then_recover(point, &clean);
+    }
+    for point in [
+        "copy_to_pg/postgres_before_commit:2",
+        "copy_to_pg/before_commit:3",
+        "copy_to_pg/after_offsets:4",
+    ] {
+        ok &= pg_crash_then_recover(point);
     }
     ok &= changed_query_is_refused();
     ok &= two_runs_at_once_are_refused();
