@@ -233,8 +233,7 @@ fn a_column_of_another_type_and_a_failed_connection_are_clear_errors() {
         .append_flow("leaky_flow", "leaky", events);
     let graph = p
         .build(&spec(dir))
-        .err()
-        .expect("dry-run refuses a password in the url")
+        .expect_err("dry-run refuses a password in the url")
         .to_string();
     assert!(
         graph.contains("sink `leaky` (tests/it/postgres.rs:")
