@@ -3,8 +3,8 @@
 //! `CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) SEQUENCE BY ...`.
 //!
 //! [`AutoCdc`] holds what the user wrote (builder methods named after the
-//! Python keywords); [`AutoCdc::query`] is the flow's query: the source read
-//! as a stream with three computed columns ([`SEQUENCE_COLUMN`],
+//! Python keywords); its flow (`FlowDef::auto_cdc`) reads the source as a
+//! stream with three computed columns ([`SEQUENCE_COLUMN`],
 //! [`DELETE_COLUMN`], [`TRUNCATE_COLUMN`]); [`AutoCdc::layout`] checks the
 //! declaration against that query's schema and gives the target's schema and
 //! where each of its columns comes from ([`CdcLayout`]), which the engine's
@@ -26,8 +26,6 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-use crate::definition::{FlowDef, Query};
-use crate::error::{Diagnostic, Origin};
 use crate::formats::did_you_mean;
 use crate::registry::AutoCdcDecl;
 
@@ -219,16 +217,6 @@ impl AutoCdc {
         }
     }
 
-    /// The flow of this declaration, declared at `origin`.
-    pub fn into_flow(self, origin: Option<Origin>) -> FlowDef {
-        let mut f = FlowDef::append(self.flow_name(), self.target.clone(), self.query());
-        f.conf = self.conf.clone();
-        f.comment = self.comment.clone();
-        f.origin = origin;
-        f.auto_cdc = Some(self);
-        f
-    }
-
     /// A problem found while resolving the flow's query, in the words of
     /// the declaration: `with_column `__cdc_sequence` `x`` becomes
     /// `sequence_by `x``.
@@ -263,39 +251,6 @@ impl AutoCdc {
             }
         }
         out
-    }
-
-    /// The flow's query: the feed with its sequence, delete and truncate
-    /// values as the columns [`SEQUENCE_COLUMN`], [`DELETE_COLUMN`] and
-    /// [`TRUNCATE_COLUMN`] (a NULL condition is false).
-    pub fn query(&self) -> Query {
-        let cdc = self.clone();
-        Query::new(move |s| {
-            let feed = if cdc.source_streaming {
-                s.read_stream_table(&cdc.source)?
-            } else {
-                s.read_table(&cdc.source)?
-            };
-            let sequence = if cdc.sequence_by.trim().is_empty() {
-                // Reported by `problems`; a placeholder keeps the plan whole.
-                "CAST(NULL AS BIGINT)".to_string()
-            } else {
-                cdc.sequence_by.clone()
-            };
-            let flag = |c: &Option<String>| match c {
-                Some(c) => format!("coalesce(({c}), false)"),
-                None => "false".to_string(),
-            };
-            feed.with_column(SEQUENCE_COLUMN, crate::plan::ColumnExpr::sql(sequence)?)?
-                .with_column(
-                    DELETE_COLUMN,
-                    crate::plan::ColumnExpr::sql(flag(&cdc.apply_as_deletes))?,
-                )?
-                .with_column(
-                    TRUNCATE_COLUMN,
-                    crate::plan::ColumnExpr::sql(flag(&cdc.apply_as_truncates))?,
-                )
-        })
     }
 
     /// What is wrong with the declaration itself, before any schema is
@@ -592,12 +547,4 @@ pub struct CdcLayout {
     pub target_schema: SchemaRef,
     /// Whether truncates are declared.
     pub uses_truncate: bool,
-}
-
-/// A problem of an AUTO CDC flow as a diagnostic.
-pub fn diagnostic(f: &FlowDef, what: String, help: String) -> Diagnostic {
-    Diagnostic::new(format!("AUTO CDC flow {what}"))
-        .subject(f.subject())
-        .origin(f.origin.clone())
-        .help(help)
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::cdc::{AutoCdc, DELETE_COLUMN, SEQUENCE_COLUMN, TRUNCATE_COLUMN};
 use crate::error::{Origin, Result};
 use crate::expectations::{Expectation, ExpectationDecl};
 use crate::plan::DataFrame;
@@ -145,8 +146,8 @@ pub struct FlowDef {
     /// Where this flow's dropped rows go, instead of its target's quarantine.
     pub quarantine: Option<String>,
     /// Set for an AUTO CDC flow: the change feed it applies to its target
-    /// (its query is [`AutoCdc::query`](crate::cdc::AutoCdc::query)).
-    pub auto_cdc: Option<crate::cdc::AutoCdc>,
+    /// (its query is [`auto_cdc_query`]).
+    pub auto_cdc: Option<AutoCdc>,
 }
 
 impl FlowDef {
@@ -167,6 +168,16 @@ impl FlowDef {
             quarantine: None,
             auto_cdc: None,
         }
+    }
+
+    /// The flow of an AUTO CDC declaration, declared at `origin`.
+    pub fn auto_cdc(cdc: AutoCdc, origin: Option<Origin>) -> FlowDef {
+        let mut f = FlowDef::append(cdc.flow_name(), cdc.target.clone(), auto_cdc_query(&cdc));
+        f.conf = cdc.conf.clone();
+        f.comment = cdc.comment.clone();
+        f.origin = origin;
+        f.auto_cdc = Some(cdc);
+        f
     }
 
     /// "flow `x`".
@@ -197,6 +208,40 @@ impl From<&'static FlowDecl> for FlowDef {
             auto_cdc: None,
         }
     }
+}
+
+/// An AUTO CDC flow's query: the feed with its sequence, delete and
+/// truncate values as the columns [`SEQUENCE_COLUMN`],
+/// [`DELETE_COLUMN`] and
+/// [`TRUNCATE_COLUMN`] (a NULL condition is false).
+pub fn auto_cdc_query(cdc: &AutoCdc) -> Query {
+    let cdc = cdc.clone();
+    Query::new(move |s| {
+        let feed = if cdc.source_streaming {
+            s.read_stream_table(&cdc.source)?
+        } else {
+            s.read_table(&cdc.source)?
+        };
+        let sequence = if cdc.sequence_by.trim().is_empty() {
+            // Reported by `problems`; a placeholder keeps the plan whole.
+            "CAST(NULL AS BIGINT)".to_string()
+        } else {
+            cdc.sequence_by.clone()
+        };
+        let flag = |c: &Option<String>| match c {
+            Some(c) => format!("coalesce(({c}), false)"),
+            None => "false".to_string(),
+        };
+        feed.with_column(SEQUENCE_COLUMN, crate::plan::ColumnExpr::sql(sequence)?)?
+            .with_column(
+                DELETE_COLUMN,
+                crate::plan::ColumnExpr::sql(flag(&cdc.apply_as_deletes))?,
+            )?
+            .with_column(
+                TRUNCATE_COLUMN,
+                crate::plan::ColumnExpr::sql(flag(&cdc.apply_as_truncates))?,
+            )
+    })
 }
 
 /// A macro's expectations, declared in `file`.

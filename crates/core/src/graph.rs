@@ -626,13 +626,13 @@ impl Build<'_> {
         for f in flows.values() {
             let Some(cdc) = &f.auto_cdc else { continue };
             for (what, help) in cdc.problems() {
-                diags.push(crate::cdc::diagnostic(f, what, help));
+                diags.push(cdc_diagnostic(f, what, help));
             }
             let Some(target) = datasets.get(&f.target) else {
                 continue; // reported by check_targets
             };
             if target.dataset_type() != DatasetType::StreamingTable {
-                diags.push(crate::cdc::diagnostic(
+                diags.push(cdc_diagnostic(
                     f,
                     format!("targets {}, but changes are applied to a streaming table", target.subject()),
                     format!(
@@ -653,7 +653,7 @@ impl Build<'_> {
                     .filter(|n| crate::connector::sink(n).is_some_and(|c| c.applies_changes()))
                     .map(String::from)
                     .collect();
-                diags.push(crate::cdc::diagnostic(
+                diags.push(cdc_diagnostic(
                     f,
                     format!(
                         "targets {}, stored as {}, which cannot apply changes (no MERGE)",
@@ -680,7 +680,7 @@ impl Build<'_> {
                 .map(|n| format!("`{n}`"))
                 .collect();
             if !others.is_empty() {
-                diags.push(crate::cdc::diagnostic(
+                diags.push(cdc_diagnostic(
                     f,
                     format!(
                         "targets {}, which flow{} {} also write{}",
@@ -996,7 +996,7 @@ impl Build<'_> {
                                     Some(expected) => {
                                         if let Some(problem) = schema_difference(expected, &schema)
                                         {
-                                            diags.push(crate::cdc::diagnostic(
+                                            diags.push(cdc_diagnostic(
                                                 f,
                                                 format!("writes columns that do not match the declared schema of {}: {problem}", target.subject()),
                                                 "change the table's `schema`, or the flow's column_list / except_column_list".to_string(),
@@ -1013,7 +1013,7 @@ impl Build<'_> {
                         }
                         Err(problems) => {
                             for (what, help) in problems {
-                                diags.push(crate::cdc::diagnostic(f, what, help));
+                                diags.push(cdc_diagnostic(f, what, help));
                             }
                         }
                     }
@@ -1873,4 +1873,12 @@ fn only_case_match(name: &str, datasets: &BTreeMap<String, DatasetDef>) -> Optio
         (Some(only), None) => Some(only.clone()),
         _ => None,
     }
+}
+
+/// A problem of an AUTO CDC flow as a diagnostic.
+fn cdc_diagnostic(f: &FlowDef, what: String, help: String) -> Diagnostic {
+    Diagnostic::new(format!("AUTO CDC flow {what}"))
+        .subject(f.subject())
+        .origin(f.origin.clone())
+        .help(help)
 }

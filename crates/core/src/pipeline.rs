@@ -87,7 +87,8 @@ impl Pipeline {
         }
         for c in registry::auto_cdc_flows() {
             let origin = Some(c.location.origin());
-            p.flows.push(crate::cdc::AutoCdc::from(c).into_flow(origin));
+            p.flows
+                .push(FlowDef::auto_cdc(crate::cdc::AutoCdc::from(c), origin));
         }
         p
     }
@@ -214,7 +215,7 @@ impl Pipeline {
     /// (SCD type 1 or 2).
     #[track_caller]
     pub fn create_auto_cdc_flow(self, cdc: crate::cdc::AutoCdc) -> Self {
-        let f = cdc.into_flow(caller_origin(Location::caller()));
+        let f = FlowDef::auto_cdc(cdc, caller_origin(Location::caller()));
         self.flow(f)
     }
 

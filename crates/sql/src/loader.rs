@@ -271,7 +271,7 @@ fn auto_cdc_flow(
     }
     decl.conf = conf.clone();
     decl.comment = comment;
-    Some(decl.into_flow(at))
+    Some(FlowDef::auto_cdc(decl, at))
 }
 
 /// A dataset's one-part name; a qualified one is a problem.
