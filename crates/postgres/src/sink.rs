@@ -209,13 +209,13 @@ impl PostgresSink {
         )))
         .map_err(|e| sink_error("could not create the progress table", e))?;
         let mut table_columns = match block_on(client.prepare(&format!("SELECT * FROM {table} LIMIT 0"))) {
-            Ok(st) => st.columns().iter().map(|c| (c.name().to_string(), c.type_().clone())).collect::<Vec<_>>(),
+            Ok(st) => columns_of(&st),
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) && create => {
                 block_on(create_if_missing(&client, &create_table_sql(&table, &ctx.schema, &ctx.merge_keys)?))
                     .map_err(|e| sink_error(&format!("could not create table {target}"), e))?;
                 let st = block_on(client.prepare(&format!("SELECT * FROM {table} LIMIT 0")))
                     .map_err(|e| sink_error(&format!("could not read table {target}"), e))?;
-                st.columns().iter().map(|c| (c.name().to_string(), c.type_().clone())).collect()
+                columns_of(&st)
             }
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
                 return Err(Error::runtime_with_help(
@@ -462,6 +462,14 @@ impl From<tokio_postgres::Error> for CopyError {
     fn from(e: tokio_postgres::Error) -> Self {
         CopyError::Db(e)
     }
+}
+
+/// The columns of a statement's rows: (name, type).
+fn columns_of(st: &tokio_postgres::Statement) -> Vec<(String, Type)> {
+    st.columns()
+        .iter()
+        .map(|c| (c.name().to_string(), c.type_().clone()))
+        .collect()
 }
 
 /// Runs a `CREATE ... IF NOT EXISTS`; another session creating the same

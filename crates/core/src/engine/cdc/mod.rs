@@ -277,6 +277,22 @@ impl Common {
         Arc::new(Schema::new(fields))
     }
 
+    /// The state's key columns (`__cdc_key<i>`, the keys' types).
+    pub(crate) fn key_fields(&self, feed: &SchemaRef) -> Vec<Field> {
+        self.layout
+            .key_columns
+            .iter()
+            .enumerate()
+            .map(|(j, &k)| {
+                Field::new(
+                    format!("__cdc_key{j}"),
+                    feed.field(k).data_type().clone(),
+                    true,
+                )
+            })
+            .collect()
+    }
+
     /// The columns identifying a target row.
     pub(crate) fn match_on(&self) -> Vec<String> {
         let mut on = self.layout.key_names.clone();

@@ -49,19 +49,7 @@ pub(super) struct Scd1 {
 /// since when. The truncate marker is the row whose keys are all NULL
 /// (real keys are never NULL).
 pub(super) fn state_schema(c: &Common, feed: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<Field> = c
-        .layout
-        .key_columns
-        .iter()
-        .enumerate()
-        .map(|(j, &k)| {
-            Field::new(
-                format!("__cdc_key{j}"),
-                feed.field(k).data_type().clone(),
-                true,
-            )
-        })
-        .collect();
+    let mut fields = c.key_fields(feed);
     fields.push(Field::new(
         "__cdc_seq",
         c.layout.sequence_type.clone(),

@@ -72,19 +72,7 @@ pub(super) struct Scd2 {
 /// The state's rows: the keys, the sequence, whether it is a delete, then
 /// the target's columns (without `__START_AT`/`__END_AT`).
 pub(super) fn state_schema(c: &Common, feed: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<Field> = c
-        .layout
-        .key_columns
-        .iter()
-        .enumerate()
-        .map(|(j, &k)| {
-            Field::new(
-                format!("__cdc_key{j}"),
-                feed.field(k).data_type().clone(),
-                true,
-            )
-        })
-        .collect();
+    let mut fields = c.key_fields(feed);
     fields.push(Field::new(
         "__cdc_seq",
         c.layout.sequence_type.clone(),
