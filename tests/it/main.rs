@@ -11,6 +11,7 @@ mod init;
 mod kafka;
 mod macros_compile;
 mod macros_registry;
+mod metrics;
 mod postgres;
 mod real_time;
 mod sql;

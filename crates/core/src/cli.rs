@@ -88,6 +88,11 @@ pub struct RunArgs {
     /// Keep every flow running on its trigger until Ctrl-C.
     #[arg(long)]
     pub continuous: bool,
+    /// Serve the run's metrics (Prometheus, `/metrics`) while it runs, on
+    /// 127.0.0.1:4040 or the address given; another address than loopback
+    /// is reachable from other machines.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = crate::engine::web::DEFAULT_ADDR)]
+    pub ui: Option<String>,
 }
 
 /// Graph output formats.
@@ -201,6 +206,15 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             opts.full_refresh = args.full_refresh.clone();
             opts.full_refresh_all = args.full_refresh_all;
             opts.refresh = args.refresh.clone();
+            opts.ui = match &args.ui {
+                Some(a) => Some(a.parse().map_err(|_| {
+                    Error::Usage(format!(
+                        "--ui {a}: not an address; write host:port, e.g. `--ui {}` (or `--ui 0.0.0.0:4040` to be reachable from other machines)",
+                        crate::engine::web::DEFAULT_ADDR
+                    ))
+                })?),
+                None => None,
+            };
             let summary = runtime::run(&graph, &opts)?;
             write!(out, "{}", run_report(&graph, &summary)).map_err(io)?;
             Ok(())

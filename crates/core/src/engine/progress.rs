@@ -157,6 +157,7 @@ pub struct ProgressReporter {
     event_log: PathBuf,
     file: Mutex<Option<std::fs::File>>,
     terminal: bool,
+    metrics: Option<std::sync::Arc<crate::engine::metrics::Metrics>>,
 }
 
 impl ProgressReporter {
@@ -175,7 +176,17 @@ impl ProgressReporter {
             event_log,
             file: Mutex::new(Some(file)),
             terminal: std::io::stderr().is_terminal(),
+            metrics: None,
         })
+    }
+
+    /// Also adds each batch to `metrics` (the `--ui` server's).
+    pub fn with_metrics(
+        mut self,
+        metrics: std::sync::Arc<crate::engine::metrics::Metrics>,
+    ) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The event log file.
@@ -202,6 +213,9 @@ impl ProgressReporter {
             if let Some(f) = guard.as_mut() {
                 writeln!(f, "{line}").map_err(|e| Error::io(&self.event_log, e))?;
             }
+        }
+        if let Some(m) = &self.metrics {
+            m.record(p);
         }
         if self.terminal {
             eprintln!("{}", p.compact_line());

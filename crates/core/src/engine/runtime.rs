@@ -60,6 +60,8 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Polling interval of idle flows with the default trigger (continuous mode).
     pub idle_poll: Duration,
+    /// `--ui`: serve the run's metrics at this address while it runs.
+    pub ui: Option<std::net::SocketAddr>,
 }
 
 impl RunOptions {
@@ -74,6 +76,7 @@ impl RunOptions {
             storage: clean(&storage.into()),
             stop: Arc::new(AtomicBool::new(false)),
             idle_poll: Duration::from_millis(50),
+            ui: None,
         }
     }
 }
@@ -309,7 +312,18 @@ fn precheck(graph: &PipelineGraph, flows: &[&FlowNode]) -> Result<()> {
 async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
     precheck(graph, &selected_flows(graph, opts))?;
     full_refresh(graph, opts)?;
-    let reporter = Arc::new(ProgressReporter::new(&opts.storage)?);
+    let mut reporter = ProgressReporter::new(&opts.storage)?;
+    let _server = match opts.ui {
+        Some(addr) => {
+            let metrics = Arc::new(crate::engine::metrics::Metrics::new(graph.name.clone()));
+            reporter = reporter.with_metrics(metrics.clone());
+            let server = crate::engine::web::start(addr, metrics).await?;
+            eprintln!("{}", crate::engine::web::announcement(server.addr()));
+            Some(server)
+        }
+        None => None,
+    };
+    let reporter = Arc::new(reporter);
     let flows = selected_flows(graph, opts);
     let mut summary = RunSummary::default();
     if !opts.continuous {
