@@ -242,3 +242,44 @@ fn a_column_of_another_type_and_a_failed_connection_are_clear_errors() {
         "{graph}"
     );
 }
+
+/// Against a server that checks passwords (scripts/test starts one:
+/// `PIPELINES_PG_SCRAM_URL`, `PIPELINES_PG_SCRAM_PASSWORD`): a wrong
+/// password is refused with the option to fix; the right one connects.
+#[test]
+fn a_wrong_password_is_a_clear_error() {
+    let (Ok(url), Ok(right)) = (
+        std::env::var("PIPELINES_PG_SCRAM_URL"),
+        std::env::var("PIPELINES_PG_SCRAM_PASSWORD"),
+    ) else {
+        eprintln!("skipped: PIPELINES_PG_SCRAM_URL is not set (scripts/test sets it)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
+    let pipeline = |password: &str| {
+        dp::Pipeline::new()
+            .create_sink(
+                "guarded",
+                "postgres",
+                [
+                    ("url", url.as_str()),
+                    ("password", password),
+                    ("dbtable", "guarded_events"),
+                ],
+            )
+            .append_flow("guarded_flow", "guarded", events)
+    };
+    let at = url.trim_start_matches("postgres://");
+    assert_eq!(
+        run_error(pipeline("wrong-password"), dir),
+        format!("sink `guarded`: could not connect to PostgreSQL at {at}: password authentication failed for user \"postgres\"\n  help: check the password: the option `password` (write `${{PGPASSWORD}}` to read it from the environment)")
+    );
+    let graph = pipeline(&right)
+        .build(&spec(dir))
+        .map_err(|d| d.to_string())
+        .unwrap();
+    let s = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
+    assert_eq!(s.flows[0].output_rows, 1);
+}
