@@ -157,8 +157,20 @@ pub struct ProgressReporter {
     event_log: PathBuf,
     file: Mutex<Option<std::fs::File>>,
     terminal: bool,
-    metrics: Option<std::sync::Arc<crate::engine::metrics::Metrics>>,
+    observer: Option<Observer>,
 }
+
+/// The observer, shown by name only.
+struct Observer(BatchObserver);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BatchObserver")
+    }
+}
+
+/// Something told of every committed batch (the `--ui` server's metrics).
+pub type BatchObserver = std::sync::Arc<dyn Fn(&BatchProgress) + Send + Sync>;
 
 impl ProgressReporter {
     /// A reporter appending to `<storage>/event_log/events.jsonl`; compact
@@ -176,16 +188,13 @@ impl ProgressReporter {
             event_log,
             file: Mutex::new(Some(file)),
             terminal: std::io::stderr().is_terminal(),
-            metrics: None,
+            observer: None,
         })
     }
 
-    /// Also adds each batch to `metrics` (the `--ui` server's).
-    pub fn with_metrics(
-        mut self,
-        metrics: std::sync::Arc<crate::engine::metrics::Metrics>,
-    ) -> Self {
-        self.metrics = Some(metrics);
+    /// Also tells `observer` of each batch.
+    pub fn with_observer(mut self, observer: BatchObserver) -> Self {
+        self.observer = Some(Observer(observer));
         self
     }
 
@@ -214,8 +223,8 @@ impl ProgressReporter {
                 writeln!(f, "{line}").map_err(|e| Error::io(&self.event_log, e))?;
             }
         }
-        if let Some(m) = &self.metrics {
-            m.record(p);
+        if let Some(Observer(observe)) = &self.observer {
+            observe(p);
         }
         if self.terminal {
             eprintln!("{}", p.compact_line());

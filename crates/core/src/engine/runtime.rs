@@ -316,7 +316,8 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
     let _server = match opts.ui {
         Some(addr) => {
             let metrics = Arc::new(crate::engine::metrics::Metrics::new(graph.name.clone()));
-            reporter = reporter.with_metrics(metrics.clone());
+            let recorded = metrics.clone();
+            reporter = reporter.with_observer(Arc::new(move |p| recorded.record(p)));
             let server = crate::engine::web::start(addr, metrics).await?;
             eprintln!("{}", crate::engine::web::announcement(server.addr()));
             Some(server)
