@@ -476,7 +476,6 @@ impl AutoCdc {
             truncate_column: index(TRUNCATE_COLUMN),
             sequence_type,
             target_schema: Arc::new(Schema::new(fields)),
-            uses_truncate: self.apply_as_truncates.is_some(),
         })
     }
 }
@@ -545,6 +544,4 @@ pub struct CdcLayout {
     pub sequence_type: DataType,
     /// The target table's schema, every column nullable.
     pub target_schema: SchemaRef,
-    /// Whether truncates are declared.
-    pub uses_truncate: bool,
 }

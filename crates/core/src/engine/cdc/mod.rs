@@ -362,10 +362,10 @@ impl Common {
                 .join(", ");
             return Err(Error::runtime_with_help(
                 format!(
-                    "AUTO CDC flow `{}` into `{}`, batch {batch_id}: rows with a NULL key ({counts}), the first {} [AUTOCDC_MICROBATCH_VALIDATION.NULL_KEY]",
+                    "AUTO CDC flow `{}` into `{}`, batch {batch_id}: rows with a NULL key ({counts}), the first with key {} [AUTOCDC_MICROBATCH_VALIDATION.NULL_KEY]",
                     self.flow,
                     self.target,
-                    self.describe_row(feed, first_null_key.unwrap_or(0))
+                    self.describe_key(feed, first_null_key.unwrap_or(0))
                 ),
                 format!("every event needs its keys: filter the NULL keys out of the change feed in a view; nothing of batch {batch_id} was written, and it runs again on the next start"),
             ));
@@ -406,10 +406,6 @@ impl Common {
             })
             .collect::<Vec<_>>()
             .join(", ")
-    }
-
-    fn describe_row(&self, feed: &RecordBatch, row: usize) -> String {
-        format!("with key {}", self.describe_key(feed, row))
     }
 
     /// SCD 2: the tracked columns' names (empty for SCD 1).
