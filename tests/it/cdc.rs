@@ -82,7 +82,9 @@ const FEED_SQL: &str = "CREATE STREAMING TABLE customers_cdc AS SELECT * FROM ST
 );
 ";
 
-const CDC_SQL: &str = "CREATE STREAMING TABLE customers
+const CDC_SQL: &str = "SET pipelines.cdc.tombstoneGCThresholdInSeconds = 86400;
+
+CREATE STREAMING TABLE customers
 FLOW AUTO CDC FROM STREAM(customers_cdc)
 KEYS (id)
 APPLY AS DELETE WHEN operation = 'DELETE'
@@ -174,7 +176,8 @@ fn builder_pipeline(flow: &str, scd: u8) -> dp::Pipeline {
                 .sequence_by("seq")
                 .apply_as_deletes("operation = 'DELETE'")
                 .except_column_list(["operation", "seq"])
-                .stored_as_scd_type(scd),
+                .stored_as_scd_type(scd)
+                .conf("pipelines.cdc.tombstoneGCThresholdInSeconds", "3600"),
         )
 }
 

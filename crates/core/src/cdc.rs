@@ -39,12 +39,7 @@ pub const TRUNCATE_COLUMN: &str = "__cdc_truncate";
 pub const START_AT: &str = "__START_AT";
 /// SCD type 2: where a version ends (the next version's or the delete's sequence; NULL while open).
 pub const END_AT: &str = "__END_AT";
-/// How long (seconds, processing time) an SCD type 1 delete is remembered
-/// so that a late, older upsert of the key does not bring it back
-/// (Lakeflow's name and default, 2 days).
-pub const TOMBSTONE_GC_THRESHOLD: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
-/// The default of [`TOMBSTONE_GC_THRESHOLD`].
-pub const DEFAULT_TOMBSTONE_GC_SECONDS: u64 = 172_800;
+pub use crate::conf::{DEFAULT_TOMBSTONE_GC_SECONDS, TOMBSTONE_GC_THRESHOLD};
 
 /// How the target keeps the changes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

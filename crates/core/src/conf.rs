@@ -33,6 +33,13 @@ pub const IGNORE_CORRUPT_FILES: &str = "spark.sql.files.ignoreCorruptFiles";
 /// durable against power loss (fsync before the next protocol step).
 pub const FSYNC_CONF_KEY: &str = "pipelines.checkpoint.fsync";
 
+/// How long (seconds of processing time) an AUTO CDC flow of SCD type 1
+/// remembers a deleted key, so that a late, older upsert does not bring it
+/// back (Lakeflow's name and default).
+pub const TOMBSTONE_GC_THRESHOLD: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
+/// The default of [`TOMBSTONE_GC_THRESHOLD`]: 2 days.
+pub const DEFAULT_TOMBSTONE_GC_SECONDS: u64 = 172_800;
+
 /// The framework's own key prefix.
 pub const PIPELINES_PREFIX: &str = "pipelines.";
 /// Spark's key prefix.
@@ -89,6 +96,13 @@ const CORRUPT_FILES: OptionDecl = OptionDecl::new(
 )
 .default_value("false");
 
+const TOMBSTONE_GC: OptionDecl = OptionDecl::new(
+    TOMBSTONE_GC_THRESHOLD,
+    OptionKind::Count,
+    "AUTO CDC, SCD type 1: seconds a deleted key is remembered, so that a late older upsert does not bring it back",
+)
+.default_value("172800");
+
 /// What a flow's `conf(...)` and the spec's `flows.<name>.options` may set,
 /// besides its sources' options.
 pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
@@ -100,6 +114,7 @@ pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
     PARTITIONS,
     WATERMARK_POLICY,
     CORRUPT_FILES,
+    TOMBSTONE_GC,
 ]);
 
 /// What every sink takes besides its connector's options.
@@ -111,8 +126,13 @@ pub static SINK_SETTINGS: OptionSet = OptionSet::new(&[OptionDecl::new(
 
 /// What the spec's `configuration:` may set for the whole pipeline (besides
 /// the pipeline's own parameters).
-pub static PIPELINE_SETTINGS: OptionSet =
-    OptionSet::new(&[FSYNC, PARTITIONS, WATERMARK_POLICY, CORRUPT_FILES]);
+pub static PIPELINE_SETTINGS: OptionSet = OptionSet::new(&[
+    FSYNC,
+    PARTITIONS,
+    WATERMARK_POLICY,
+    CORRUPT_FILES,
+    TOMBSTONE_GC,
+]);
 
 /// True for a key in the framework's own namespace (`pipelines.`, any case).
 pub fn is_framework_key(key: &str) -> bool {

@@ -799,7 +799,7 @@ impl StreamingQuery {
                 },
                 &checkpoint.dir().join("state").join("cdc"),
                 last_commit,
-                tombstone_gc_setting(graph, flow, target),
+                tombstone_gc_setting(graph, flow),
             )?),
             _ => None,
         };
@@ -1446,17 +1446,13 @@ fn open_quarantine_sink(
 
 /// The sink a flow writes to: a declared sink, or the storage of a table.
 /// `pipelines.cdc.tombstoneGCThresholdInSeconds` for an AUTO CDC flow: the
-/// flow's setting, else the target table's option, else the pipeline's.
-fn tombstone_gc_setting<'a>(
-    graph: &'a PipelineGraph,
-    flow: &'a FlowNode,
-    target: &'a DatasetNode,
-) -> Option<&'a str> {
-    let key = crate::cdc::TOMBSTONE_GC_THRESHOLD;
-    flow.def
-        .conf
+/// spec's `flows.<name>.options`, else the flow's conf, else the pipeline's
+/// configuration.
+fn tombstone_gc_setting<'a>(graph: &'a PipelineGraph, flow: &'a FlowNode) -> Option<&'a str> {
+    let key = crate::conf::TOMBSTONE_GC_THRESHOLD;
+    flow.options
         .get(key)
-        .or_else(|| target.def.options.get(key))
+        .or_else(|| flow.def.conf.get(key))
         .or_else(|| graph.configuration.get(key))
         .map(String::as_str)
 }
