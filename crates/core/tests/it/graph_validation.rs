@@ -668,7 +668,7 @@ fn an_unknown_flow_option_in_the_spec_names_its_line_and_the_option_meant() {
     assert_eq!(errs[0].origin, spec_line(6));
     assert_eq!(
         errs[0].to_string(),
-        "error: flow `copy` (pipeline.yml:6): `maxFilesPerTriger` under `flows.copy.options` is neither a setting of the flow nor an option of its sources\n  help: did you mean `maxFilesPerTrigger`? known settings and options: pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, path, maxFilesPerTrigger, maxBytesPerTrigger, latestFirst, fileNameOnly, pathGlobFilter, ignoreMissingFiles, ignoreCorruptFiles, mode, columnNameOfCorruptRecord, multiLine, encoding, timestampFormat, timestampNTZFormat, dateFormat"
+        "error: flow `copy` (pipeline.yml:6): `maxFilesPerTriger` under `flows.copy.options` is neither a setting of the flow nor an option of its sources\n  help: did you mean `maxFilesPerTrigger`? known settings and options: pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, pipelines.cdc.tombstoneGCThresholdInSeconds, path, maxFilesPerTrigger, maxBytesPerTrigger, latestFirst, fileNameOnly, pathGlobFilter, ignoreMissingFiles, ignoreCorruptFiles, mode, columnNameOfCorruptRecord, multiLine, encoding, timestampFormat, timestampNTZFormat, dateFormat"
     );
 }
 
@@ -734,7 +734,7 @@ fn unknown_source_options_in_code_and_bad_values_from_the_spec_fail_dry_run() {
     );
     assert_eq!(
         errs[1],
-        "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
+        "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, pipelines.cdc.tombstoneGCThresholdInSeconds, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
     );
 }
 
