@@ -220,9 +220,20 @@ impl DeltaSink {
             };
             let schema = self.schema.clone();
             let keys = self.merge_keys.clone();
+            let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
             let merge_schema = self.merge_schema;
             return block_on(async move {
-                merge(table, schema, source_batches, &keys, merge_schema, props).await
+                merge(
+                    table,
+                    schema,
+                    source_batches,
+                    &keys,
+                    &names,
+                    None,
+                    merge_schema,
+                    props,
+                )
+                .await
             });
         }
         let mut input: Vec<RecordBatch> = batches.to_vec();
@@ -247,13 +258,19 @@ impl DeltaSink {
     }
 }
 
-/// Runs one MERGE of `batches` into `table` on `keys`: matched rows updated
-/// with every column of the batch, the others inserted.
+/// Runs one MERGE of `batches` (rows of `schema`) into `table` on the
+/// columns `on`: a matched row is updated with the source's `names`
+/// columns, an unmatched one inserted — or, with `deletes` (the name of a
+/// boolean source column, an AUTO CDC change set's), a matched row whose
+/// flag is true is deleted and a flagged row is never inserted.
+#[allow(clippy::too_many_arguments)]
 async fn merge(
     table: DeltaTable,
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
-    keys: &[String],
+    on: &[String],
+    names: &[String],
+    deletes: Option<&str>,
     merge_schema: bool,
     props: CommitProperties,
 ) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
@@ -265,48 +282,6 @@ async fn merge(
     };
     let source = ctx.read_batches(batches)?;
     let column = |side: &str, name: &str| Expr::Column(Column::new(Some(side), name));
-    let predicate = keys
-        .iter()
-        .map(|k| column("t", k).eq(column("s", k)))
-        .reduce(Expr::and)
-        .ok_or_else(|| deltalake::DeltaTableError::Generic("no merge keys".into()))?;
-    let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let (table, _metrics) = table
-        .merge(source, predicate)
-        .with_source_alias("s")
-        .with_target_alias("t")
-        .with_merge_schema(merge_schema)
-        .with_commit_properties(props)
-        .when_matched_update(|mut u| {
-            for n in &names {
-                u = u.update(Column::new_unqualified(n), column("s", n));
-            }
-            u
-        })?
-        .when_not_matched_insert(|mut i| {
-            for n in &names {
-                i = i.set(Column::new_unqualified(n), column("s", n));
-            }
-            i
-        })?
-        .await?;
-    Ok(table)
-}
-
-/// One MERGE of keyed changes (`rows`: the target's columns and
-/// [`CHANGE_DELETES`]) on the columns `on`: a matched row is deleted or
-/// updated, an unmatched upsert inserted.
-async fn merge_changes(
-    table: DeltaTable,
-    rows: RecordBatch,
-    on: &[String],
-    names: &[String],
-    props: CommitProperties,
-) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
-    let ctx = datafusion::prelude::SessionContext::new();
-    let schema = rows.schema();
-    let source = ctx.read_batch(rows)?;
-    let column = |side: &str, name: &str| Expr::Column(Column::new(Some(side), name));
     let predicate = on
         .iter()
         .map(|k| {
@@ -314,23 +289,32 @@ async fn merge_changes(
             equal(column("t", k), column("s", k), &t.unwrap_or(DataType::Null))
         })
         .reduce(Expr::and)
-        .ok_or_else(|| deltalake::DeltaTableError::Generic("no match columns".into()))?;
-    let deletes = column("s", CHANGE_DELETES);
-    let (table, _metrics) = table
+        .ok_or_else(|| deltalake::DeltaTableError::Generic("no merge keys".into()))?;
+    let deleted = deletes.map(|d| column("s", d));
+    let mut builder = table
         .merge(source, predicate)
         .with_source_alias("s")
         .with_target_alias("t")
-        .with_commit_properties(props)
-        .when_matched_delete(|d| d.predicate(deletes.clone()))?
+        .with_merge_schema(merge_schema)
+        .with_commit_properties(props);
+    if let Some(d) = &deleted {
+        builder = builder.when_matched_delete(|b| b.predicate(d.clone()))?;
+    }
+    let kept = deleted.map(|d| Expr::Not(Box::new(d)));
+    let (table, _metrics) = builder
         .when_matched_update(|mut u| {
-            u = u.predicate(Expr::Not(Box::new(deletes.clone())));
+            if let Some(k) = &kept {
+                u = u.predicate(k.clone());
+            }
             for n in names {
                 u = u.update(Column::new_unqualified(n), column("s", n));
             }
             u
         })?
         .when_not_matched_insert(|mut i| {
-            i = i.predicate(Expr::Not(Box::new(deletes.clone())));
+            if let Some(k) = &kept {
+                i = i.predicate(k.clone());
+            }
             for n in names {
                 i = i.set(Column::new_unqualified(n), column("s", n));
             }
@@ -552,6 +536,18 @@ impl DeltaSink {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        block_on(async move { merge_changes(table, rows, &on, &names, props).await })
+        block_on(async move {
+            merge(
+                table,
+                rows.schema(),
+                vec![rows],
+                &on,
+                &names,
+                Some(CHANGE_DELETES),
+                false,
+                props,
+            )
+            .await
+        })
     }
 }
