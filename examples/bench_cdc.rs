@@ -35,11 +35,6 @@ fn mix(i: u64) -> u64 {
 
 /// Writes the feed: `files` Parquet files of `events / files` events.
 fn generate(dir: &Path, events: u64, keys: u64, files: u64) -> Result<()> {
-    let done = dir.with_extension("done");
-    if done.exists() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| dp::Error::io(dir, e))?;
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("name", DataType::Utf8, true),
@@ -48,7 +43,7 @@ fn generate(dir: &Path, events: u64, keys: u64, files: u64) -> Result<()> {
         Field::new("seq", DataType::Int64, true),
     ]));
     let per = events / files;
-    for f in 0..files {
+    bench_data::generate_parquet_files(dir, files, |f| {
         let (mut id, mut name, mut city, mut op, mut seq) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in f * per..(f + 1) * per {
@@ -64,7 +59,7 @@ fn generate(dir: &Path, events: u64, keys: u64, files: u64) -> Result<()> {
             let late = (h >> 44).is_multiple_of(20) && i >= 2 * per;
             seq.push(if late { i - 2 * per } else { i } as i64);
         }
-        let batch = RecordBatch::try_new(
+        Ok(RecordBatch::try_new(
             schema.clone(),
             vec![
                 Arc::new(Int64Array::from(id)),
@@ -73,15 +68,8 @@ fn generate(dir: &Path, events: u64, keys: u64, files: u64) -> Result<()> {
                 Arc::new(StringArray::from(op)),
                 Arc::new(Int64Array::from(seq)),
             ],
-        )?;
-        let path = dir.join(format!("cdc-{f:04}.parquet"));
-        let file = std::fs::File::create(&path).map_err(|e| dp::Error::io(&path, e))?;
-        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None)?;
-        w.write(&batch)?;
-        w.close()?;
-    }
-    std::fs::write(&done, b"").map_err(|e| dp::Error::io(&done, e))?;
-    Ok(())
+        )?)
+    })
 }
 
 /// One run into a fresh table; prints its figures.

@@ -40,11 +40,6 @@ fn psql(sql: &str) -> Result<String> {
 }
 
 fn generate(dir: &Path, rows: u64, keys: u64, files: u64) -> Result<()> {
-    let done = dir.with_extension("done");
-    if done.exists() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| dp::Error::io(dir, e))?;
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("name", DataType::Utf8, true),
@@ -56,7 +51,7 @@ fn generate(dir: &Path, rows: u64, keys: u64, files: u64) -> Result<()> {
         ),
     ]));
     let per = rows / files;
-    for f in 0..files {
+    bench_data::generate_parquet_files(dir, files, |f| {
         let range = f * per..(f + 1) * per;
         let id: Vec<i64> = range.clone().map(|i| ((i * 7919) % keys) as i64).collect();
         let name: Vec<String> = range
@@ -67,7 +62,7 @@ fn generate(dir: &Path, rows: u64, keys: u64, files: u64) -> Result<()> {
         let ts: Vec<i64> = range
             .map(|i| 1_767_225_600_000_000 + i as i64 * 1_000)
             .collect();
-        let batch = RecordBatch::try_new(
+        Ok(RecordBatch::try_new(
             schema.clone(),
             vec![
                 Arc::new(Int64Array::from(id)),
@@ -75,15 +70,8 @@ fn generate(dir: &Path, rows: u64, keys: u64, files: u64) -> Result<()> {
                 Arc::new(Float64Array::from(value)),
                 Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
             ],
-        )?;
-        let path = dir.join(format!("rows-{f:04}.parquet"));
-        let file = std::fs::File::create(&path).map_err(|e| dp::Error::io(&path, e))?;
-        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None)?;
-        w.write(&batch)?;
-        w.close()?;
-    }
-    std::fs::write(&done, b"").map_err(|e| dp::Error::io(&done, e))?;
-    Ok(())
+        )?)
+    })
 }
 
 fn run_once(work: &Path, input: &Path, update: bool, rows: u64) -> Result<()> {

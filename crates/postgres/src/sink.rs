@@ -290,10 +290,7 @@ impl PostgresSink {
     ) -> std::result::Result<Option<i64>, tokio_postgres::Error> {
         let row = tx
             .query_opt(
-                &format!(
-                    "SELECT batch_id FROM {} WHERE query_id = $1 AND sink = $2 FOR UPDATE",
-                    self.progress
-                ),
+                &format!("{} FOR UPDATE", self.progress_query()),
                 &[&self.query_id, &self.name],
             )
             .await?;
@@ -555,13 +552,10 @@ impl Sink for PostgresSink {
     }
 
     fn has_batch(&self, batch_id: u64) -> Option<bool> {
-        let row = block_on(self.client.query_opt(
-            &format!(
-                "SELECT batch_id FROM {} WHERE query_id = $1 AND sink = $2",
-                self.progress
-            ),
-            &[&self.query_id, &self.name],
-        ))
+        let row = block_on(
+            self.client
+                .query_opt(&self.progress_query(), &[&self.query_id, &self.name]),
+        )
         .ok()?;
         Some(row.is_some_and(|r| r.get::<_, i64>(0) >= batch_id as i64))
     }
@@ -588,6 +582,14 @@ impl Sink for PostgresSink {
 }
 
 impl PostgresSink {
+    /// The query of this sink's last committed batch (`$1` query id, `$2` sink).
+    fn progress_query(&self) -> String {
+        format!(
+            "SELECT batch_id FROM {} WHERE query_id = $1 AND sink = $2",
+            self.progress
+        )
+    }
+
     fn batch_error(&self, batch_id: u64, e: CopyError) -> Error {
         let what = format!(
             "sink `{}`: batch {batch_id} of flow `{}` was not written to table {}",

@@ -115,6 +115,29 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
     Ok(())
 }
 
+/// Writes (once: a `<dir>.done` marker says it is there) `files` Parquet
+/// files `part-NNNN.parquet` under `dir`, file `f` holding `make(f)`.
+pub fn generate_parquet_files(
+    dir: &Path,
+    files: u64,
+    make: impl Fn(u64) -> Result<RecordBatch>,
+) -> Result<()> {
+    let done = dir.with_extension("done");
+    if done.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| dp::Error::io(dir, e))?;
+    for f in 0..files {
+        let batch = make(f)?;
+        let path = dir.join(format!("part-{f:04}.parquet"));
+        let file = std::fs::File::create(&path).map_err(|e| dp::Error::io(&path, e))?;
+        let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None)?;
+        writer.write(&batch)?;
+        writer.close()?;
+    }
+    std::fs::write(&done, b"").map_err(|e| dp::Error::io(&done, e))
+}
+
 /// Where benchmarks keep their data and work directories: `$BENCH_DIR`,
 /// else `<temp>/pipelines-bench`.
 pub fn bench_root() -> std::path::PathBuf {
