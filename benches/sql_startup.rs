@@ -46,9 +46,9 @@ fn epoch_ms(ts: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
-fn first_commit_ms(event_log: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(event_log).ok()?;
-    let first: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
+fn first_commit_ms(storage: &Path) -> Option<f64> {
+    let batches = pipelines::engine::event_log::read_batch_progress(storage).ok()?;
+    let first = batches.first()?;
     let start = epoch_ms(first.get("timestamp")?.as_str()?)? as f64;
     let took = first.get("durationMs")?.get("triggerExecution")?.as_f64()?;
     Some(start + took)
@@ -100,7 +100,7 @@ fn main() {
             "run {i} failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let commit = first_commit_ms(&project.join("pipeline-storage/event_log/events.jsonl"))
+        let commit = first_commit_ms(&project.join("pipeline-storage"))
             .expect("the event log has a first batch");
         first.push(commit - wall);
         total.push(took.as_secs_f64() * 1000.0);

@@ -105,12 +105,10 @@ fn run_once(work: &Path, input: &Path, scd: u8, events: u64, keys: u64) -> Resul
     let secs = t.elapsed().as_secs_f64();
     let f = &summary.flows[0];
     // Per phase and the state, from the event log.
-    let log = storage.join("event_log/events.jsonl");
-    let text = std::fs::read_to_string(&log).map_err(|e| dp::Error::io(&log, e))?;
+    let batches = dp::engine::event_log::read_batch_progress(&storage)?;
     let (mut execute, mut write, mut read, mut state_bytes, mut state_rows) =
         (0.0, 0.0, 0.0, 0u64, 0u64);
-    for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+    for v in batches {
         let d = &v["durationMs"];
         execute += d["execute"].as_f64().unwrap_or(0.0);
         write += d["addBatch"].as_f64().unwrap_or(0.0);

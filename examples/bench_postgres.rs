@@ -112,11 +112,8 @@ fn run_once(work: &Path, input: &Path, update: bool, rows: u64) -> Result<()> {
     let t = std::time::Instant::now();
     let summary = run(&graph, &RunOptions::new(work, &storage))?;
     let secs = t.elapsed().as_secs_f64();
-    let log = storage.join("event_log/events.jsonl");
-    let text = std::fs::read_to_string(&log).map_err(|e| dp::Error::io(&log, e))?;
-    let write: f64 = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let write: f64 = dp::engine::event_log::read_batch_progress(&storage)?
+        .iter()
         .filter_map(|v| v["durationMs"]["addBatch"].as_f64())
         .sum::<f64>()
         / 1000.0;

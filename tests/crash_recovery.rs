@@ -21,7 +21,9 @@
 //! from one change feed) killed at five points of their batches give, after
 //! a restart, the tables of a run that was not killed; a flow appending
 //! into PostgreSQL, killed before and after its database commit, leaves
-//! every row in the table once.
+//! every row in the table once. The event log table, killed at three
+//! points of its copy and once mid-batch, holds every logged event once and
+//! the event of every committed batch.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -668,6 +670,137 @@ fn python_read(tables: &[PathBuf]) -> Option<serde_json::Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// Checks the event log table against the event log file under `dir`:
+/// each logged event in the table exactly once, and a `flow_progress`
+/// event for every batch each of `flows` committed. Ok(the reader used).
+fn event_log_complete(dir: &Path, flows: &[&str]) -> Result<String, String> {
+    let events = dp::engine::event_log::read_events(&dir.join("storage/event_log/events.jsonl"))
+        .map_err(|e| e.to_string())?;
+    let table = dir.join("storage/system/event_log");
+    // (sequence, event_type, flow, batch) per row of the table.
+    type Row = (u64, String, Option<String>, Option<u64>);
+    let (rows, reader): (Vec<Row>, &str) = match python_read(std::slice::from_ref(&table)) {
+        Some(v) => (
+            v[table.to_string_lossy().as_ref()]["rows"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|r| {
+                    (
+                        r[1].as_u64().unwrap(),
+                        r[5].as_str().unwrap().to_string(),
+                        r[3][2].as_str().map(str::to_string),
+                        r[3][4].as_u64(),
+                    )
+                })
+                .collect(),
+            "deltalake (Python)",
+        ),
+        None => {
+            let mut rows = Vec::new();
+            for b in dp::delta::read_table(&table)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default()
+            {
+                let seq = b
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
+                let kind = b
+                    .column(5)
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                    .unwrap()
+                    .clone();
+                let origin = b
+                    .column(3)
+                    .as_any()
+                    .downcast_ref::<arrow::array::StructArray>()
+                    .unwrap()
+                    .clone();
+                let flow = origin
+                    .column(2)
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                    .unwrap()
+                    .clone();
+                let batch = origin
+                    .column(4)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
+                for i in 0..b.num_rows() {
+                    rows.push((
+                        seq.value(i) as u64,
+                        kind.value(i).to_string(),
+                        flow.is_valid(i).then(|| flow.value(i).to_string()),
+                        batch.is_valid(i).then(|| batch.value(i) as u64),
+                    ));
+                }
+            }
+            (rows, "our Delta reader (no Python deltalake)")
+        }
+    };
+    let mut in_table: Vec<u64> = rows.iter().map(|r| r.0).collect();
+    in_table.sort_unstable();
+    let logged: Vec<u64> = events.iter().map(|e| e.sequence).collect();
+    if in_table != logged {
+        return Err(format!(
+            "the table's sequences {in_table:?}\ndiffer from the log's {logged:?}"
+        ));
+    }
+    for flow in flows {
+        let commits = dir.join("storage/checkpoints").join(flow).join("commits");
+        for entry in
+            std::fs::read_dir(&commits).map_err(|e| format!("{}: {e}", commits.display()))?
+        {
+            let name = entry.unwrap().file_name().to_string_lossy().to_string();
+            let Ok(n) = name.parse::<u64>() else { continue };
+            let found = rows
+                .iter()
+                .any(|r| r.1 == "flow_progress" && r.2.as_deref() == Some(*flow) && r.3 == Some(n));
+            if !found {
+                return Err(format!(
+                    "no flow_progress event of committed batch {n} of `{flow}`"
+                ));
+            }
+        }
+    }
+    Ok(reader.to_string())
+}
+
+/// Killed while copying the event log into its table (before the append,
+/// before the table's commit, between it and the copy's checkpoint commit)
+/// and restarted: the table holds every logged event once.
+fn event_log_crash_then_recover(point: &str) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let crashed = run_child(&dir, Some(point), &[], &["run"]);
+    let killed = !crashed.status.success();
+    let recovered = run_child(&dir, None, &[], &["run"]);
+    let result = event_log_complete(&dir, &["copy_events", "window_counts", "copy_to_delta"]);
+    check(
+        &format!(
+            "event log table killed at {point}, restart: every event once, every committed batch's event ({})",
+            result.as_deref().unwrap_or("-")
+        ),
+        killed && recovered.status.success() && result.is_ok(),
+        || {
+            format!(
+                "killed {killed} ({})\nrecovery {:?}: {}\n{result:?}",
+                String::from_utf8_lossy(&crashed.stderr),
+                recovered.status,
+                String::from_utf8_lossy(&recovered.stderr)
+            )
+        },
+    )
+}
+
 /// 20 rounds of: new input files, a run killed with SIGKILL at a random
 /// moment; then a run to the end. The Delta table holds every input row
 /// exactly once and the merge-keyed sink the exact count per key, as read
@@ -798,7 +931,15 @@ fn kill_loop_over_delta_and_a_merge_sink() -> bool {
             )
         }
     };
+    let events = event_log_complete(&dir, &["raw", "key_counts"]);
     check(
+        &format!(
+            "kill -9 loop: the event log table holds every logged event once and every committed batch's event ({})",
+            events.as_deref().unwrap_or("-")
+        ),
+        events.is_ok(),
+        || format!("{events:?}"),
+    ) && check(
         &format!(
             "kill -9 loop: {ROUNDS} rounds ({killed} killed mid-run, {raw_done} + {counts_done} batches committed by them), file → Delta → merge-keyed Delta sink, read by {reader}: every row once, exact counts"
         ),
@@ -868,6 +1009,14 @@ fn main() -> std::process::ExitCode {
         "copy_to_pg/after_offsets:4",
     ] {
         ok &= pg_crash_then_recover(point);
+    }
+    for point in [
+        "event_log/event_log_offsets:0",
+        "event_log/delta_before_commit:0",
+        "event_log/event_log_before_commit:0",
+        "before_commit:2",
+    ] {
+        ok &= event_log_crash_then_recover(point);
     }
     ok &= changed_query_is_refused();
     ok &= two_runs_at_once_are_refused();

@@ -385,13 +385,13 @@ fn available_now_progress_shows_the_backlog() {
         })
         .create_sink("drain_out", "memory", [("queryName", "backlog_out")]);
     run_pipeline(&p, dir);
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let backlog: Vec<String> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["flow"] == "drain" && v.get("batchId").is_some())
-        .map(|v| v["backlog"].as_str().unwrap_or("-").to_string())
-        .collect();
+    let backlog: Vec<String> =
+        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .filter(|v| v["flow"] == "drain")
+            .map(|v| v["backlog"].as_str().unwrap_or("-").to_string())
+            .collect();
     assert_eq!(backlog, ["2 files left", "1 file left", "0 files left"]);
 }
 
@@ -469,22 +469,24 @@ fn a_source_that_cannot_be_replayed_is_reported_when_the_flow_starts() {
         .create_sink("lines_out", "memory", [("queryName", "socket_lines_out")]);
     run_pipeline(&p, dir);
     server.join().unwrap();
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let warnings: Vec<String> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["event"] == "source_not_replayable")
-        .map(|v| {
+    let events =
+        pipelines::engine::event_log::read_events(&dir.join("storage/event_log/events.jsonl"))
+            .unwrap();
+    let warnings: Vec<String> = events
+        .iter()
+        .filter(|e| e.event_type == "source_not_replayable")
+        .map(|e| {
             format!(
-                "{}: {}",
-                v["flow"].as_str().unwrap(),
-                v["message"].as_str().unwrap()
+                "{} {}: {}",
+                e.level.as_str(),
+                e.origin.flow_name.as_deref().unwrap(),
+                e.message
             )
         })
         .collect();
     assert_eq!(
         warnings,
-        [format!("lines: socket source 127.0.0.1:{port} cannot be replayed: if a batch fails after reading it, that batch's rows are lost (use it for tests and demos)")]
+        [format!("WARN lines: socket source 127.0.0.1:{port} cannot be replayed: if a batch fails after reading it, that batch's rows are lost (use it for tests and demos)")]
     );
 }
 

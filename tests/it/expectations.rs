@@ -64,10 +64,10 @@ type Counts = Vec<(String, u64, u64)>;
 /// The `dataQuality` of each committed batch of `flow`, as
 /// `(batch, dropped, counts)`.
 fn quality_log(dir: &Path, flow: &str) -> Vec<(u64, u64, Counts)> {
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    log.lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["flow"] == flow && v.get("batchId").is_some())
+    pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        .unwrap()
+        .into_iter()
+        .filter(|v| v["flow"] == flow)
         .map(|v| {
             let q = &v["dataQuality"];
             let per = q["expectations"]
@@ -240,21 +240,20 @@ fn a_failing_expectation_commits_nothing_and_its_batch_is_replayed_after_the_fix
             r#"{"id":3,"amount":30}"#
         ]
     );
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let replayed: Vec<(u64, bool, u64)> = log
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v.get("batchId").is_some())
-        .map(|v| {
-            (
-                v["batchId"].as_u64().unwrap(),
-                v["replayed"].as_bool().unwrap(),
-                v["dataQuality"]["expectations"][0]["passed_records"]
-                    .as_u64()
-                    .unwrap(),
-            )
-        })
-        .collect();
+    let replayed: Vec<(u64, bool, u64)> =
+        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .map(|v| {
+                (
+                    v["batchId"].as_u64().unwrap(),
+                    v["replayed"].as_bool().unwrap(),
+                    v["dataQuality"]["expectations"][0]["passed_records"]
+                        .as_u64()
+                        .unwrap(),
+                )
+            })
+            .collect();
     assert_eq!(replayed, [(0, false, 1), (1, true, 2)]);
 }
 
@@ -445,13 +444,12 @@ fn a_materialized_view_counts_per_refresh() {
             ]
         );
     }
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let per_refresh: Vec<Value> = log
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v.get("batchId").is_some())
-        .map(|v| v["dataQuality"].clone())
-        .collect();
+    let per_refresh: Vec<Value> =
+        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .map(|v| v["dataQuality"].clone())
+            .collect();
     let one = serde_json::json!({
         "dropped_records": 1,
         "expectations": [

@@ -739,13 +739,12 @@ fn expectations_check_every_step_in_real_time() {
     assert_eq!(kinds("rt_quality_out"), ["error=1", "info=3", "debug=4"]);
     assert_eq!(kinds("rt_quality_q"), ["debug=-2", "info=0"]);
     // One epoch (stopped before the interval): the counts of both steps.
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let quality: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v.get("batchId").is_some())
-        .map(|v| v["dataQuality"].clone())
-        .collect();
+    let quality: Vec<serde_json::Value> =
+        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .map(|v| v["dataQuality"].clone())
+            .collect();
     assert_eq!(
         quality,
         [serde_json::json!({

@@ -267,13 +267,13 @@ fn check_case_with(
     assert_eq!(got.len(), want.len(), "{case}: number of batches: {got:?}");
 
     // Watermark and late rows per batch, from the event log.
-    let log = std::fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let progress: BTreeMap<u64, Value> = log
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["flow"] == case && v.get("batchId").is_some())
-        .map(|v| (v["batchId"].as_u64().unwrap(), v))
-        .collect();
+    let progress: BTreeMap<u64, Value> =
+        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .filter(|v| v["flow"] == case)
+            .map(|v| (v["batchId"].as_u64().unwrap(), v))
+            .collect();
     for b in expected["batches"].as_array().unwrap() {
         let id = b["batch_id"].as_u64().unwrap();
         let p = &progress[&id];

@@ -1,5 +1,6 @@
 //! The command line every pipeline binary gets from `pipelines::main()`:
-//! `dry-run`, `run`, `graph` and `init`, like `spark-pipelines`.
+//! `dry-run`, `run`, `graph` and `init`, like `spark-pipelines`, and `ui`
+//! (the web UI of the last run, from the event log).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -48,6 +49,27 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
         format: GraphFormat,
     },
+    /// Serve the web UI of the pipeline's last run from its event log: a
+    /// finished run, or one running in another process (followed live).
+    Ui {
+        /// The pipeline's storage directory (default: the spec's `storage`).
+        #[arg(long, value_name = "DIR")]
+        storage: Option<PathBuf>,
+        /// Where to listen; another address than loopback is reachable from
+        /// other machines.
+        #[arg(long, value_name = "ADDR", default_value = crate::engine::web::DEFAULT_ADDR)]
+        addr: String,
+    },
+    /// Query the event log table with SQL (the table is `event_log`).
+    Events {
+        /// The pipeline's storage directory (default: the spec's `storage`).
+        #[arg(long, value_name = "DIR")]
+        storage: Option<PathBuf>,
+        /// The query (default: every event's sequence, time, level, type,
+        /// flow and message, in order).
+        #[arg(long, value_name = "SQL")]
+        sql: Option<String>,
+    },
     /// Write a starter project: a spec, a flow file and sample data.
     Init {
         /// Pipeline name; also the directory created.
@@ -88,9 +110,9 @@ pub struct RunArgs {
     /// Keep every flow running on its trigger until Ctrl-C.
     #[arg(long)]
     pub continuous: bool,
-    /// Serve the run's metrics (Prometheus, `/metrics`) while it runs, on
-    /// 127.0.0.1:4040 or the address given; another address than loopback
-    /// is reachable from other machines.
+    /// Serve the web UI (the graph, each flow's state and figures, live) and
+    /// Prometheus `/metrics` while it runs, on 127.0.0.1:4040 or the address
+    /// given; another address than loopback is reachable from other machines.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = crate::engine::web::DEFAULT_ADDR)]
     pub ui: Option<String>,
 }
@@ -173,6 +195,40 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "Next: cd {} && {next}", display_path(&dir)).map_err(io)?;
             Ok(())
         }
+        Command::Ui { storage, addr } => {
+            let storage = match storage {
+                Some(s) => s,
+                None => {
+                    let path = pipeline.locate_spec(cli.spec.as_deref())?;
+                    crate::spec::load(&path)?.storage_dir()
+                }
+            };
+            let addr = parse_addr("--addr", &addr)?;
+            crate::engine::web::serve_event_log(&storage, addr, out)
+        }
+        Command::Events { storage, sql } => {
+            let table = match storage {
+                Some(s) => s.join(crate::engine::event_table::DEFAULT_TABLE_DIR),
+                None => {
+                    let path = pipeline.locate_spec(cli.spec.as_deref())?;
+                    let spec = crate::spec::load(&path)?;
+                    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+                    crate::engine::event_table::table_path(
+                        &spec.storage_dir(),
+                        &base,
+                        &spec.configuration,
+                    )
+                }
+            };
+            let sql = sql
+                .as_deref()
+                .unwrap_or(crate::engine::event_table::DEFAULT_QUERY);
+            let batches = crate::engine::event_table::query(&table, sql)?;
+            let text = arrow::util::pretty::pretty_format_batches(&batches)
+                .map_err(|e| Error::runtime(format!("events: {e}")))?;
+            writeln!(out, "{text}").map_err(io)?;
+            Ok(())
+        }
         Command::DryRun => {
             let (graph, spec_path, _) = load(&pipeline, cli.spec.as_deref())?;
             write!(out, "{}", summary(&graph, &spec_path)).map_err(io)?;
@@ -207,12 +263,7 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             opts.full_refresh_all = args.full_refresh_all;
             opts.refresh = args.refresh.clone();
             opts.ui = match &args.ui {
-                Some(a) => Some(a.parse().map_err(|_| {
-                    Error::Usage(format!(
-                        "--ui {a}: not an address; write host:port, e.g. `--ui {}` (or `--ui 0.0.0.0:4040` to be reachable from other machines)",
-                        crate::engine::web::DEFAULT_ADDR
-                    ))
-                })?),
+                Some(a) => Some(parse_addr("--ui", a)?),
                 None => None,
             };
             let summary = runtime::run(&graph, &opts)?;
@@ -220,6 +271,16 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `host:port` of a flag, or a usage error saying how to write it.
+fn parse_addr(flag: &str, a: &str) -> Result<std::net::SocketAddr> {
+    a.parse().map_err(|_| {
+        Error::Usage(format!(
+            "{flag} {a}: not an address; write host:port, e.g. `{flag} {}` (or `{flag} 0.0.0.0:4040` to be reachable from other machines)",
+            crate::engine::web::DEFAULT_ADDR
+        ))
+    })
 }
 
 /// Loads the spec (resolving `${ENV}` values) and validates the pipeline.

@@ -40,6 +40,10 @@ pub const TOMBSTONE_GC_THRESHOLD: &str = "pipelines.cdc.tombstoneGCThresholdInSe
 /// The default of [`TOMBSTONE_GC_THRESHOLD`]: 2 days.
 pub const DEFAULT_TOMBSTONE_GC_SECONDS: u64 = 172_800;
 
+/// Where the event log table goes (default `<storage>/system/event_log`;
+/// a relative path is relative to the spec's directory).
+pub const EVENT_LOG_PATH: &str = "pipelines.eventLog.path";
+
 /// The framework's own key prefix.
 pub const PIPELINES_PREFIX: &str = "pipelines.";
 /// Spark's key prefix.
@@ -89,6 +93,12 @@ const FSYNC: OptionDecl = OptionDecl::new(
 )
 .default_value("false");
 
+const EVENT_LOG: OptionDecl = OptionDecl::new(
+    EVENT_LOG_PATH,
+    OptionKind::Text,
+    "where the event log table is written (default `<storage>/system/event_log`)",
+);
+
 const CORRUPT_FILES: OptionDecl = OptionDecl::new(
     IGNORE_CORRUPT_FILES,
     OptionKind::Bool,
@@ -115,6 +125,7 @@ pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
     WATERMARK_POLICY,
     CORRUPT_FILES,
     TOMBSTONE_GC,
+    EVENT_LOG,
 ]);
 
 /// What every sink takes besides its connector's options.

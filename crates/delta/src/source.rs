@@ -29,7 +29,7 @@ use arrow::datatypes::SchemaRef;
 use serde_json::json;
 
 use crate::table::{self, AddFile};
-use pipelines_core::engine::source::{Offset, ReadBatch, Source, SourceContext};
+use pipelines_core::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use pipelines_core::engine::sources::{resolve_path, write_atomic, Options};
 use pipelines_core::error::{Error, Result};
 
@@ -111,6 +111,8 @@ pub struct DeltaSource {
     initial: Option<Position>,
     state_dir: PathBuf,
     backlog_files: Option<u64>,
+    /// The backlog when the available-now run started.
+    backlog_total: Option<u64>,
 }
 
 /// The Delta source's settings, parsed from its options: what opening the
@@ -193,6 +195,7 @@ impl DeltaSource {
             initial: None,
             state_dir: ctx.state_dir,
             backlog_files: None,
+            backlog_total: None,
         })
     }
 
@@ -401,6 +404,9 @@ impl Source for DeltaSource {
         if self.cap.is_some() {
             let (rest, _) = self.walk(end, None, until, None)?;
             self.backlog_files = Some(rest.len() as u64);
+            if self.backlog_total.is_none() {
+                self.backlog_total = Some((rest.len() + files.len()) as u64);
+            }
         }
         if files.is_empty() {
             return Ok(None);
@@ -436,8 +442,9 @@ impl Source for DeltaSource {
         })
     }
 
-    fn backlog(&self) -> Option<String> {
-        self.backlog_files.map(|n| format!("{n} files"))
+    fn backlog(&self) -> Option<Backlog> {
+        self.backlog_files
+            .map(|n| Backlog::new(n, self.backlog_total.unwrap_or(n), "file"))
     }
 }
 

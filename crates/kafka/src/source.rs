@@ -54,7 +54,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset as KafkaOffset, TopicPartitionList};
 
 use crate::conf::{client_config, creation_error, ClientRole};
-use pipelines_core::engine::source::{Offset, ReadBatch, Source, SourceContext};
+use pipelines_core::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use pipelines_core::engine::sources::{write_atomic, Options};
 use pipelines_core::error::{Error, Result};
 
@@ -92,6 +92,8 @@ pub struct KafkaSource {
     data_lost: u64,
     /// Messages between the last planned end and the cap (available-now).
     backlog: Option<u64>,
+    /// The backlog when the available-now run started.
+    backlog_total: Option<u64>,
     /// Real-time mode: the consumer stays assigned between reads.
     live: Option<LiveAssignment>,
     /// The consumer's configuration.
@@ -193,6 +195,7 @@ impl KafkaSource {
             cap: None,
             data_lost: 0,
             backlog: None,
+            backlog_total: None,
             live: None,
         })
     }
@@ -528,6 +531,14 @@ impl Source for KafkaSource {
             .map(|(tp, u)| u - end.get(tp).copied().unwrap_or(*u))
             .sum();
         self.backlog = self.cap.as_ref().map(|_| backlog.max(0) as u64);
+        if self.backlog_total.is_none() && self.cap.is_some() {
+            // The first plan of the run: everything up to the cap.
+            let all: i64 = until
+                .iter()
+                .map(|(tp, u)| u - from_all.get(tp).copied().unwrap_or(*u))
+                .sum();
+            self.backlog_total = Some(all.max(0) as u64);
+        }
         // Nothing new (a partition added without messages, too): no batch.
         let unchanged = gone.is_empty()
             && end
@@ -684,8 +695,9 @@ impl Source for KafkaSource {
         })
     }
 
-    fn backlog(&self) -> Option<String> {
-        self.backlog.map(|n| format!("{n} messages"))
+    fn backlog(&self) -> Option<Backlog> {
+        self.backlog
+            .map(|n| Backlog::new(n, self.backlog_total.unwrap_or(n), "message"))
     }
 
     /// Keeps the consumer assigned between reads: a message is returned as

@@ -17,11 +17,14 @@
 pub mod cdc;
 pub mod checkpoint;
 pub mod connectors;
+pub mod event_log;
+pub mod event_table;
 pub mod exec;
 pub mod fault;
 pub mod metrics;
 pub mod progress;
 pub mod quality;
+pub mod run_view;
 pub mod runtime;
 pub mod sink;
 pub mod sinks;

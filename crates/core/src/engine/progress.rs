@@ -1,19 +1,20 @@
-//! Progress of each micro-batch: emitted through `tracing`, appended as JSON
-//! lines to `<storage>/event_log/events.jsonl`, and shown as one compact
-//! line per batch on an interactive terminal.
+//! Progress of each micro-batch and the flows' states: emitted through
+//! `tracing`, logged as events ([`crate::engine::event_log`]), and shown as
+//! one compact line per batch on an interactive terminal.
 
-use std::fs::OpenOptions;
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Mutex;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::engine::event_log::{EventError, EventLog, EventObserver, Level, NewEvent};
 use crate::error::{Error, Result};
 
 /// Time spent in each phase of a micro-batch, in milliseconds (Spark's `durationMs`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PhaseDurations {
     /// Asking the sources for their end offsets.
     pub latest_offset: f64,
@@ -32,7 +33,7 @@ pub struct PhaseDurations {
 }
 
 /// One source's part of a batch.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceProgress {
     /// The source, e.g. "json source `data/logs`".
@@ -47,10 +48,10 @@ pub struct SourceProgress {
     pub num_malformed_dropped: u64,
     /// Records deleted before they were read, counted instead of failing
     /// (Kafka's `failOnDataLoss=false`).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub num_data_lost: u64,
     /// Files skipped as undecodable (`ignoreCorruptFiles`).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub num_corrupt_files_skipped: u64,
 }
 
@@ -59,7 +60,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Progress of one micro-batch of one flow (like Spark's `StreamingQueryProgress`).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchProgress {
     /// Pipeline name.
@@ -97,11 +98,14 @@ pub struct BatchProgress {
     pub state_operators: Vec<crate::engine::exec::StateOperatorProgress>,
     /// During an available-now run, what is left of the sources' backlog
     /// (e.g. "38 files left").
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+    /// The same per source, as numbers: left, total and unit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backlog_detail: Vec<crate::engine::source::Backlog>,
     /// The expectations' counts, when the flow has expectations (Lakeflow's
     /// `flow_progress.data_quality`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_quality: Option<crate::engine::quality::DataQuality>,
 }
 
@@ -151,59 +155,129 @@ pub fn format_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// Where progress goes: the event log file, tracing, and the terminal.
-#[derive(Debug)]
-pub struct ProgressReporter {
-    event_log: PathBuf,
-    file: Mutex<Option<std::fs::File>>,
-    terminal: bool,
-    observer: Option<Observer>,
+/// A flow's state, as the event log and the UI show it (Lakeflow's
+/// `flow_progress.status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    /// Selected for the run, not started yet.
+    Queued,
+    /// Opening its checkpoint, sources and sink.
+    Starting,
+    /// Running batches.
+    Running,
+    /// Done: an available-now run has read everything.
+    Completed,
+    /// Stopped by the user (a continuous run).
+    Stopped,
+    /// Stopped by an error.
+    Failed,
 }
 
-/// The observer, shown by name only.
-struct Observer(BatchObserver);
-
-impl std::fmt::Debug for Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BatchObserver")
+impl FlowState {
+    /// `QUEUED`, `STARTING`, `RUNNING`, `COMPLETED`, `STOPPED` or `FAILED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowState::Queued => "QUEUED",
+            FlowState::Starting => "STARTING",
+            FlowState::Running => "RUNNING",
+            FlowState::Completed => "COMPLETED",
+            FlowState::Stopped => "STOPPED",
+            FlowState::Failed => "FAILED",
+        }
     }
 }
 
-/// Something told of every committed batch (the `--ui` server's metrics).
-pub type BatchObserver = std::sync::Arc<dyn Fn(&BatchProgress) + Send + Sync>;
+/// Where progress goes: the event log, tracing, and the terminal.
+#[derive(Debug)]
+pub struct ProgressReporter {
+    log: EventLog,
+    /// On a terminal: a line per batch, and a bar per flow with a backlog.
+    terminal: Option<Bars>,
+}
+
+/// The terminal's progress bars: one per flow working through an
+/// available-now backlog (done / total, rows/s, ETA), with the batch lines
+/// printed above them.
+#[derive(Debug)]
+struct Bars {
+    multi: indicatif::MultiProgress,
+    by_flow: Mutex<BTreeMap<String, indicatif::ProgressBar>>,
+}
+
+impl Bars {
+    fn new() -> Self {
+        Bars {
+            multi: indicatif::MultiProgress::new(),
+            by_flow: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn batch(&self, p: &BatchProgress) {
+        if let Some(first) = p.backlog_detail.first() {
+            let left: u64 = p.backlog_detail.iter().map(|b| b.left).sum();
+            let total: u64 = p.backlog_detail.iter().map(|b| b.total).sum();
+            let unit = if p.backlog_detail.iter().all(|b| b.unit == first.unit) {
+                format!("{}s", first.unit)
+            } else {
+                "units".to_string()
+            };
+            let mut bars = self.by_flow.lock().unwrap_or_else(|e| e.into_inner());
+            let bar = bars.entry(p.flow.clone()).or_insert_with(|| {
+                let style = indicatif::ProgressStyle::with_template(
+                    "{prefix:<20} [{bar:30}] {pos}/{len} {msg} · ETA {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> ");
+                self.multi.add(
+                    indicatif::ProgressBar::new(total)
+                        .with_style(style)
+                        .with_prefix(p.flow.clone()),
+                )
+            });
+            bar.set_length(total);
+            bar.set_position(total.saturating_sub(left));
+            bar.set_message(format!(
+                "{unit} · {:.0} rows/s",
+                p.processed_rows_per_second
+            ));
+        }
+        if self.multi.println(p.compact_line()).is_err() {
+            eprintln!("{}", p.compact_line());
+        }
+    }
+
+    fn done(&self, flow: &str) {
+        let mut bars = self.by_flow.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bar) = bars.remove(flow) {
+            bar.finish_and_clear();
+        }
+    }
+}
 
 impl ProgressReporter {
-    /// A reporter appending to `<storage>/event_log/events.jsonl`; compact
-    /// lines go to stderr when it is a terminal.
-    pub fn new(storage: &Path) -> Result<Self> {
-        let dir = storage.join("event_log");
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let event_log = dir.join("events.jsonl");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&event_log)
-            .map_err(|e| Error::io(&event_log, e))?;
+    /// A reporter appending to `<storage>/event_log/events.jsonl` for a new
+    /// run of `pipeline`; compact lines go to stderr when it is a terminal.
+    pub fn new(storage: &Path, pipeline: &str) -> Result<Self> {
         Ok(ProgressReporter {
-            event_log,
-            file: Mutex::new(Some(file)),
-            terminal: std::io::stderr().is_terminal(),
-            observer: None,
+            log: EventLog::open(storage, pipeline)?,
+            terminal: std::io::stderr().is_terminal().then(Bars::new),
         })
     }
 
-    /// Also tells `observer` of each batch.
-    pub fn with_observer(mut self, observer: BatchObserver) -> Self {
-        self.observer = Some(Observer(observer));
+    /// Also tells `observer` of each event.
+    pub fn with_observer(mut self, observer: EventObserver) -> Self {
+        self.log = self.log.with_observer(observer);
         self
     }
 
-    /// The event log file.
-    pub fn event_log(&self) -> &Path {
-        &self.event_log
+    /// The event log.
+    pub fn log(&self) -> &EventLog {
+        &self.log
     }
 
-    /// Records one batch's progress.
+    /// Records one batch's progress (a `flow_progress` event with
+    /// `details.batch_progress`). Called before the batch's commit, so a
+    /// committed batch always has its event.
     pub fn report(&self, p: &BatchProgress) -> Result<()> {
         tracing::info!(
             pipeline = %p.pipeline,
@@ -216,36 +290,79 @@ impl ProgressReporter {
             replayed = p.replayed,
             "micro-batch committed"
         );
-        let line =
-            serde_json::to_string(p).map_err(|e| Error::runtime(format!("progress: {e}")))?;
-        if let Ok(mut guard) = self.file.lock() {
-            if let Some(f) = guard.as_mut() {
-                writeln!(f, "{line}").map_err(|e| Error::io(&self.event_log, e))?;
-            }
+        let progress =
+            serde_json::to_value(p).map_err(|e| Error::runtime(format!("progress: {e}")))?;
+        let mut flow_progress = serde_json::json!({
+            "status": FlowState::Running.as_str(),
+            "metrics": {
+                "num_input_rows": p.num_input_rows,
+                "num_output_rows": p.num_output_rows,
+            },
+        });
+        if let Some(q) = &p.data_quality {
+            flow_progress["data_quality"] =
+                serde_json::to_value(q).map_err(|e| Error::runtime(format!("progress: {e}")))?;
         }
-        if let Some(Observer(observe)) = &self.observer {
-            observe(p);
-        }
-        if self.terminal {
-            eprintln!("{}", p.compact_line());
+        self.log.emit(
+            NewEvent::new(
+                Level::Metrics,
+                "flow_progress",
+                format!(
+                    "Flow `{}` batch {}: {} rows in, {} rows out{}.",
+                    p.flow,
+                    p.batch_id,
+                    p.num_input_rows,
+                    p.num_output_rows,
+                    if p.replayed { " (replayed)" } else { "" }
+                ),
+            )
+            .flow(&p.flow)
+            .batch(p.batch_id)
+            .details(serde_json::json!({
+                "flow_progress": flow_progress,
+                "batch_progress": progress,
+            })),
+        )?;
+        if let Some(bars) = &self.terminal {
+            bars.batch(p);
         }
         Ok(())
     }
 
-    /// A free-form event (flow started, stopped, failed) as a JSON line.
-    pub fn event(&self, pipeline: &str, flow: &str, kind: &str, message: &str) -> Result<()> {
-        let v = serde_json::json!({
-            "pipeline": pipeline,
-            "flow": flow,
-            "event": kind,
-            "message": message,
-            "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        });
-        if let Ok(mut guard) = self.file.lock() {
-            if let Some(f) = guard.as_mut() {
-                writeln!(f, "{v}").map_err(|e| Error::io(&self.event_log, e))?;
-            }
+    /// A flow's new state; `error` for [`FlowState::Failed`].
+    pub fn flow_state(
+        &self,
+        flow: &str,
+        target: &str,
+        state: FlowState,
+        message: String,
+        error: Option<&Error>,
+    ) -> Result<()> {
+        let mut event = NewEvent::info("flow_progress", message)
+            .flow(flow)
+            .dataset(target)
+            .details(serde_json::json!({"flow_progress": {"status": state.as_str()}}));
+        if let Some(e) = error {
+            event = event.error(EventError::from_error(e));
         }
-        Ok(())
+        if let (Some(bars), FlowState::Completed | FlowState::Stopped | FlowState::Failed) =
+            (&self.terminal, state)
+        {
+            bars.done(flow);
+        }
+        self.log.emit(event).map(|_| ())
+    }
+
+    /// A warning or notice about `flow` (`source_not_replayable`,
+    /// `checkpoint_imported`, ...).
+    pub fn flow_notice(&self, flow: &str, level: Level, kind: &str, message: &str) -> Result<()> {
+        self.log
+            .emit(NewEvent::new(level, kind, message).flow(flow))
+            .map(|_| ())
+    }
+
+    /// Any other event.
+    pub fn emit(&self, event: NewEvent) -> Result<()> {
+        self.log.emit(event).map(|_| ())
     }
 }

@@ -24,7 +24,7 @@ use crate::expectations::{quarantine_schema, Expectation, ExpectationAction};
 
 /// One expectation's counts in one batch (Lakeflow's
 /// `flow_progress.data_quality.expectations[]`).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ExpectationMetrics {
     /// The expectation's name.
     pub name: String,
@@ -38,7 +38,8 @@ pub struct ExpectationMetrics {
 
 /// The data-quality part of a batch's progress (Lakeflow's
 /// `flow_progress.data_quality`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct DataQuality {
     /// Rows removed by drop-expectations (quarantined rows included).
     pub dropped_records: u64,

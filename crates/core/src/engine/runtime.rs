@@ -26,9 +26,12 @@ use crate::engine::checkpoint::{
     lock_checkpoint, shape_diff, shape_options, Checkpoint, CheckpointLock, CommitEntry,
     OffsetEntry, QueryShape, SourceShape,
 };
+use crate::engine::event_log::{EventError, Level, NewEvent};
 use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
 use crate::engine::exec::{BatchContext, CompiledPlan};
-use crate::engine::progress::{BatchProgress, PhaseDurations, ProgressReporter, SourceProgress};
+use crate::engine::progress::{
+    BatchProgress, FlowState, PhaseDurations, ProgressReporter, SourceProgress,
+};
 use crate::engine::quality::QualityChecks;
 use crate::engine::sink::{Sink, SinkContext};
 use crate::engine::source::{Offset, Source, SourceContext};
@@ -312,24 +315,169 @@ fn precheck(graph: &PipelineGraph, flows: &[&FlowNode]) -> Result<()> {
 async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
     precheck(graph, &selected_flows(graph, opts))?;
     full_refresh(graph, opts)?;
-    let mut reporter = ProgressReporter::new(&opts.storage)?;
+    let mut reporter = ProgressReporter::new(&opts.storage, &graph.name)?;
     let _server = match opts.ui {
         Some(addr) => {
-            let metrics = Arc::new(crate::engine::metrics::Metrics::new(graph.name.clone()));
-            let recorded = metrics.clone();
-            reporter = reporter.with_observer(Arc::new(move |p| recorded.record(p)));
-            let server = crate::engine::web::start(addr, metrics).await?;
+            let view = crate::engine::run_view::SharedView::new(&graph.name);
+            let observed = view.clone();
+            reporter = reporter.with_observer(Arc::new(move |e| observed.add(e)));
+            let server = crate::engine::web::start(addr, view).await?;
             eprintln!("{}", crate::engine::web::announcement(server.addr()));
             Some(server)
         }
         None => None,
     };
     let reporter = Arc::new(reporter);
+    let table =
+        crate::engine::event_table::table_path(&opts.storage, &opts.base_dir, &graph.configuration);
+    let copy = crate::engine::event_table::EventTableCopy::start(&opts.storage, &table)?;
     let flows = selected_flows(graph, opts);
+    log_update_start(graph, opts, &flows, &reporter)?;
+    let result = run_flows(graph, opts, flows, &reporter).await;
+    let (state, message) = match &result {
+        Ok(_) if opts.continuous => ("CANCELED", "Update stopped by the user.".to_string()),
+        Ok(s) => (
+            "COMPLETED",
+            format!("Update completed: {} flows.", s.flows.len()),
+        ),
+        Err(e) => ("FAILED", format!("Update failed: {}", first_line(e))),
+    };
+    let mut event = NewEvent::info("update_progress", message)
+        .details(serde_json::json!({"update_progress": {"state": state}}));
+    if let Err(e) = &result {
+        event = event.error(EventError::from_error(e));
+    }
+    reporter.emit(event)?;
+    if let Some(copy) = copy {
+        match copy.finish() {
+            Err(e) if result.is_ok() => return Err(e),
+            Err(e) => tracing::warn!("event log table: {e}"),
+            Ok(()) => {}
+        }
+    }
+    result
+}
+
+/// The first line of an error's text.
+fn first_line(e: &Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+/// The events that open an update: `create_update`, a definition per
+/// dataset and flow (what the UI draws), `update_progress` RUNNING, and
+/// each selected flow QUEUED.
+fn log_update_start(
+    graph: &PipelineGraph,
+    opts: &RunOptions,
+    flows: &[&FlowNode],
+    reporter: &ProgressReporter,
+) -> Result<()> {
+    let names: Vec<&str> = flows.iter().map(|f| f.def.name.as_str()).collect();
+    let trigger = if opts.continuous {
+        "continuous"
+    } else {
+        "available-now"
+    };
+    reporter.emit(
+        NewEvent::info(
+            "create_update",
+            format!(
+                "Update {} started ({trigger}, {} of {} flows).",
+                reporter.log().update_id(),
+                names.len(),
+                graph.flows.len()
+            ),
+        )
+        .details(serde_json::json!({"create_update": {
+            "continuous": opts.continuous,
+            "full_refresh_all": opts.full_refresh_all,
+            "full_refresh_selection": opts.full_refresh,
+            "refresh_selection": opts.refresh,
+            "flows": names,
+        }})),
+    )?;
+    for d in graph.datasets.values() {
+        reporter.emit(
+            NewEvent::info(
+                "dataset_definition",
+                format!(
+                    "Dataset `{}`: {} ({}).",
+                    d.def.name,
+                    d.def.dataset_type().describe(),
+                    d.format()
+                ),
+            )
+            .dataset(&d.def.name)
+            .details(serde_json::json!({"dataset_definition": {
+                "dataset_type": d.def.dataset_type().describe(),
+                "format": d.format(),
+                "flows": d.flows,
+                "schema": d.schema.as_ref().map(|s| s
+                    .fields()
+                    .iter()
+                    .map(|f| serde_json::json!({"name": f.name(), "type": type_to_ddl(f.data_type())}))
+                    .collect::<Vec<_>>()),
+            }})),
+        )?;
+    }
+    for f in graph.ordered_flows() {
+        let sources: Vec<String> = f.plan.sources().iter().map(|s| s.describe()).collect();
+        let inputs: Vec<serde_json::Value> = f
+            .reads
+            .iter()
+            .map(|(name, streaming)| serde_json::json!({"name": name, "streaming": streaming}))
+            .collect();
+        reporter.emit(
+            NewEvent::info(
+                "flow_definition",
+                format!(
+                    "Flow `{}` writes `{}` ({} mode).",
+                    f.def.name, f.def.target, f.output_mode
+                ),
+            )
+            .flow(&f.def.name)
+            .dataset(&f.def.target)
+            .details(serde_json::json!({"flow_definition": {
+                "output_dataset": f.def.target,
+                "input_datasets": inputs,
+                "sources": sources,
+                "output_mode": f.output_mode.to_string(),
+                "trigger": f.trigger.to_string(),
+                "streaming": f.streaming,
+                "auto_cdc": f.def.auto_cdc.is_some(),
+                "expectations": f.expectations.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
+                "origin": f.def.origin.as_ref().map(|o| o.to_string()),
+            }})),
+        )?;
+    }
+    reporter.emit(
+        NewEvent::info("update_progress", "Update is RUNNING.")
+            .details(serde_json::json!({"update_progress": {"state": "RUNNING"}})),
+    )?;
+    for f in flows {
+        reporter.flow_state(
+            &f.def.name,
+            &f.def.target,
+            FlowState::Queued,
+            format!("Flow `{}` is QUEUED.", f.def.name),
+            None,
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs the selected flows: in order (available-now), or each on its own
+/// task until stopped (continuous).
+async fn run_flows(
+    graph: &PipelineGraph,
+    opts: &RunOptions,
+    flows: Vec<&FlowNode>,
+    reporter: &Arc<ProgressReporter>,
+) -> Result<RunSummary> {
     let mut summary = RunSummary::default();
     if !opts.continuous {
         for flow in flows {
-            let s = run_flow(graph, flow, opts, &reporter, false).await?;
+            let s = run_flow(graph, flow, opts, reporter, false).await?;
             summary.flows.push(s);
         }
         return Ok(summary);
@@ -425,21 +573,59 @@ async fn run_flow(
     reporter: &Arc<ProgressReporter>,
     continuous: bool,
 ) -> Result<FlowSummary> {
-    let mut query = StreamingQuery::start(graph, flow, opts, reporter.clone())?;
-    let trigger = if continuous {
-        flow.trigger.clone()
-    } else {
-        Trigger::AvailableNow
+    let (name, target) = (&flow.def.name, &flow.def.target);
+    reporter.flow_state(
+        name,
+        target,
+        FlowState::Starting,
+        format!("Flow `{name}` is STARTING."),
+        None,
+    )?;
+    let result = match StreamingQuery::start(graph, flow, opts, reporter.clone()) {
+        Ok(mut query) => {
+            reporter.flow_state(
+                name,
+                target,
+                FlowState::Running,
+                format!("Flow `{name}` is RUNNING."),
+                None,
+            )?;
+            let trigger = if continuous {
+                flow.trigger.clone()
+            } else {
+                Trigger::AvailableNow
+            };
+            query.run(&trigger, opts).await
+        }
+        Err(e) => Err(e),
     };
-    let result = query.run(&trigger, opts).await;
     match &result {
-        Ok(s) => reporter.event(
-            &graph.name,
-            &flow.def.name,
-            "flow_completed",
-            &format!("{} batches, {} rows in", s.batches, s.input_rows),
+        Ok(s) => {
+            let state = if continuous {
+                FlowState::Stopped
+            } else {
+                FlowState::Completed
+            };
+            reporter.flow_state(
+                name,
+                target,
+                state,
+                format!(
+                    "Flow `{name}` has {}: {} batches, {} rows in.",
+                    state.as_str(),
+                    s.batches,
+                    s.input_rows
+                ),
+                None,
+            )?
+        }
+        Err(e) => reporter.flow_state(
+            name,
+            target,
+            FlowState::Failed,
+            format!("Flow `{name}` has FAILED: {}", first_line(e)),
+            Some(e),
         )?,
-        Err(e) => reporter.event(&graph.name, &flow.def.name, "flow_failed", &e.to_string())?,
     }
     result
 }
@@ -500,7 +686,6 @@ struct StreamingQuery {
 /// (once), and a materialized view's checkpoint (and, unless its format
 /// keeps history, its data) removed, as it is recomputed on every run.
 fn prepare_checkpoint(
-    graph: &PipelineGraph,
     flow: &FlowNode,
     target: &DatasetNode,
     opts: &RunOptions,
@@ -512,11 +697,11 @@ fn prepare_checkpoint(
     if let Some(import) = &flow.def.import_checkpoint {
         let src = resolve(&opts.base_dir, import);
         if crate::engine::checkpoint::import_from(&src, &ckpt_dir)? {
-            reporter.event(
-                &graph.name,
+            reporter.flow_notice(
                 name,
+                Level::Info,
                 "checkpoint_imported",
-                &src.display().to_string(),
+                &format!("checkpoint imported from {}", src.display()),
             )?;
         }
     }
@@ -638,7 +823,6 @@ fn open_leaves(
 /// cannot be read again (the socket source): a batch that fails after
 /// reading them loses its rows.
 fn warn_not_replayable(
-    graph: &PipelineGraph,
     flow: &FlowNode,
     leaves: &[LeafInput],
     reporter: &ProgressReporter,
@@ -652,9 +836,9 @@ fn warn_not_replayable(
                 );
                 tracing::warn!(flow = %flow.def.name, "{message}");
                 eprintln!("warning: flow `{}`: {message}", flow.def.name);
-                reporter.event(
-                    &graph.name,
+                reporter.flow_notice(
                     &flow.def.name,
+                    Level::Warn,
                     "source_not_replayable",
                     &message,
                 )?;
@@ -758,9 +942,9 @@ impl StreamingQuery {
                 flow.def.target
             ))
         })?;
-        let (checkpoint, lock) = prepare_checkpoint(graph, flow, target, opts, &reporter)?;
+        let (checkpoint, lock) = prepare_checkpoint(flow, target, opts, &reporter)?;
         let (mut leaves, shapes, slot) = open_leaves(graph, flow, &compiled, &checkpoint, opts)?;
-        warn_not_replayable(graph, flow, &leaves, &reporter)?;
+        warn_not_replayable(flow, &leaves, &reporter)?;
         check_shape(flow, &compiled, &checkpoint, shapes)?;
         // The sink.
         let sink_ctx = sink_context(graph, flow, target, opts, checkpoint.query_id())?;
@@ -1078,33 +1262,10 @@ impl StreamingQuery {
         if let Some(cdc) = self.cdc.as_mut() {
             cdc.commit(n)?;
         }
-        checkpoint_step(&self.flow.def.name, "before_commit", n)?;
-
-        // Commit.
-        self.checkpoint.write_commit(
-            n,
-            &CommitEntry {
-                next_batch_watermark_ms: next_watermark_ms,
-                sink_rows: Some(output_rows),
-            },
-        )?;
-        self.last_batch_watermark_ms = batch_watermark_ms;
-        for leaf in &mut self.leaves {
-            if let LeafInput::Streaming { slot, source } = leaf {
-                if let Some(Some(end)) = ends.get(*slot) {
-                    source.commit(end)?;
-                }
-            }
-        }
+        // The progress is logged before the commit, so a committed batch
+        // always has its event; `commit` is the state's commit.
         durations.commit = ms(sink_done.elapsed());
         durations.trigger_execution = ms(started.elapsed());
-        self.committed = ends;
-        self.next_batch = n + 1;
-        self.once_done = true;
-        if n % 100 == 99 {
-            self.checkpoint.purge(100)?;
-        }
-
         let wall = self
             .last_batch_start
             .map(|t| started.duration_since(t).as_secs_f64())
@@ -1135,11 +1296,40 @@ impl StreamingQuery {
             sources,
             sink: self.sink_description.clone(),
             sink_skipped_replay: write.skipped_replay,
-            backlog: self.backlog(),
+            backlog: {
+                let parts: Vec<String> = self.backlog().iter().map(|b| b.to_string()).collect();
+                (!parts.is_empty()).then(|| parts.join(", "))
+            },
+            backlog_detail: self.backlog(),
             state_operators: result.state_operators,
             data_quality,
         };
         self.reporter.report(&progress)?;
+        checkpoint_step(&self.flow.def.name, "before_commit", n)?;
+
+        // Commit.
+        self.checkpoint.write_commit(
+            n,
+            &CommitEntry {
+                next_batch_watermark_ms: next_watermark_ms,
+                sink_rows: Some(output_rows),
+            },
+        )?;
+        self.last_batch_watermark_ms = batch_watermark_ms;
+        for leaf in &mut self.leaves {
+            if let LeafInput::Streaming { slot, source } = leaf {
+                if let Some(Some(end)) = ends.get(*slot) {
+                    source.commit(end)?;
+                }
+            }
+        }
+        self.committed = ends;
+        self.next_batch = n + 1;
+        self.once_done = true;
+        if n % 100 == 99 {
+            self.checkpoint.purge(100)?;
+        }
+
         self.summary.batches += 1;
         self.summary.input_rows += input_rows;
         self.summary.output_rows += output_rows;
@@ -1201,16 +1391,15 @@ impl StreamingQuery {
     }
 
     /// What the streaming sources have not put in a batch yet, e.g. "38 files".
-    fn backlog(&self) -> Option<String> {
-        let parts: Vec<String> = self
-            .leaves
+    /// What is left of each source's available-now backlog.
+    fn backlog(&self) -> Vec<crate::engine::source::Backlog> {
+        self.leaves
             .iter()
             .filter_map(|l| match l {
                 LeafInput::Streaming { source, .. } => source.backlog(),
                 LeafInput::Static { .. } => None,
             })
-            .collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
+            .collect()
     }
 
     /// Reads static leaf `i` whole (a batch input of a stream-static join).
@@ -1229,7 +1418,8 @@ impl StreamingQuery {
 }
 
 /// Reads everything a source has now (for batch inputs).
-fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
+/// Every row a source has now (a batch read).
+pub(crate) fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
     source.prepare_available_now()?;
     let mut out = Vec::new();
     let mut start: Option<Offset> = None;

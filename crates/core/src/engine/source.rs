@@ -31,6 +31,36 @@ pub struct SourceContext {
     pub option_overrides: BTreeMap<String, String>,
 }
 
+/// What is left of the backlog an available-now run fixed when it started.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Backlog {
+    /// Units not yet in a batch.
+    pub left: u64,
+    /// Units the backlog had when the run started.
+    pub total: u64,
+    /// What is counted, singular: `file`, `message`.
+    pub unit: String,
+}
+
+impl Backlog {
+    /// `left` of `total` `unit`s.
+    pub fn new(left: u64, total: u64, unit: &str) -> Self {
+        Backlog {
+            left,
+            total: total.max(left),
+            unit: unit.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Backlog {
+    /// "38 files left", "1 file left".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = if self.left == 1 { "" } else { "s" };
+        write!(f, "{} {}{s} left", self.left, self.unit)
+    }
+}
+
 /// The rows of one offset range.
 #[derive(Debug, Default)]
 pub struct ReadBatch {
@@ -98,8 +128,8 @@ pub trait Source: Send {
     }
 
     /// During an available-now run: how much of the backlog fixed at its
-    /// start is not yet in a batch, e.g. "38 files". None when unknown.
-    fn backlog(&self) -> Option<String> {
+    /// start is not yet in a batch (e.g. 38 of 50 files). None when unknown.
+    fn backlog(&self) -> Option<Backlog> {
         None
     }
 
@@ -215,7 +245,7 @@ impl Source for FlowSource {
         self.named(r)
     }
 
-    fn backlog(&self) -> Option<String> {
+    fn backlog(&self) -> Option<Backlog> {
         self.inner.backlog()
     }
 

@@ -951,17 +951,16 @@ fn the_session_setting_skips_corrupt_files_and_the_progress_counts_them() {
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
     let table = pipelines_core::engine::sinks::memory_table("corrupt_skipped").unwrap();
     assert_eq!(table.num_rows(), 2);
-    let log = fs::read_to_string(dir.join("storage/event_log/events.jsonl")).unwrap();
-    let skipped: Vec<u64> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v.get("batchId").is_some())
-        .map(|v| {
-            v["sources"][0]["numCorruptFilesSkipped"]
-                .as_u64()
-                .unwrap_or(0)
-        })
-        .collect();
+    let skipped: Vec<u64> =
+        pipelines_core::engine::event_log::read_batch_progress(&dir.join("storage"))
+            .unwrap()
+            .into_iter()
+            .map(|v| {
+                v["sources"][0]["numCorruptFilesSkipped"]
+                    .as_u64()
+                    .unwrap_or(0)
+            })
+            .collect();
     assert_eq!(skipped, [1]);
 
     // The source's own option wins over the session's.

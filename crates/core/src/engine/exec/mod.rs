@@ -166,8 +166,8 @@ impl Default for BatchContext {
 }
 
 /// Progress of one stateful operator in one batch (Spark's `stateOperators`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct StateOperatorProgress {
     /// `aggregate`, `dedupe` or `join`.
     pub operator: String,

@@ -276,20 +276,9 @@ impl StreamingQuery {
             quarantine.commit_epoch(n)?;
         }
         self.compiled.commit_state_snapshot(n)?;
-        checkpoint_step(&flow, "before_commit", n)?;
-        self.checkpoint.write_commit(
-            n,
-            &CommitEntry {
-                next_batch_watermark_ms: self.tracker.current_ms(),
-                sink_rows: None,
-            },
-        )?;
         let mut sources = Vec::new();
         for leaf in &mut self.leaves {
             if let LeafInput::Streaming { slot, source } = leaf {
-                if let Some(Some(end)) = epoch.positions.get(*slot) {
-                    source.commit(end)?;
-                }
                 let (rows, malformed, corrupt) = epoch.read_rows[*slot];
                 sources.push(SourceProgress {
                     description: source.describe(),
@@ -302,19 +291,12 @@ impl StreamingQuery {
                 });
             }
         }
-        self.committed = epoch.positions.clone();
-        self.next_batch = n + 1;
-        self.once_done = true;
-        if n % 100 == 99 {
-            self.checkpoint.purge(100)?;
-        }
-
         let wall = epoch.started.elapsed().as_secs_f64();
         let busy = (epoch.read_ms + epoch.execute_ms + epoch.sink_ms) / 1000.0;
         let has_watermark = !self.compiled.watermarks().is_empty();
         let progress = BatchProgress {
             pipeline: self.pipeline.clone(),
-            flow,
+            flow: flow.clone(),
             query_id: self.checkpoint.query_id().to_string(),
             batch_id: n,
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -344,10 +326,34 @@ impl StreamingQuery {
             sink: self.sink_description.clone(),
             sink_skipped_replay: false,
             backlog: None,
+            backlog_detail: Vec::new(),
             state_operators: epoch.state_operators.clone(),
             data_quality: epoch.data_quality.clone(),
         };
+        // Logged before the commit: a committed epoch always has its event.
         self.reporter.report(&progress)?;
+        checkpoint_step(&flow, "before_commit", n)?;
+        self.checkpoint.write_commit(
+            n,
+            &CommitEntry {
+                next_batch_watermark_ms: self.tracker.current_ms(),
+                sink_rows: None,
+            },
+        )?;
+        for leaf in &mut self.leaves {
+            if let LeafInput::Streaming { slot, source } = leaf {
+                if let Some(Some(end)) = epoch.positions.get(*slot) {
+                    source.commit(end)?;
+                }
+            }
+        }
+        self.committed = epoch.positions.clone();
+        self.next_batch = n + 1;
+        self.once_done = true;
+        if n % 100 == 99 {
+            self.checkpoint.purge(100)?;
+        }
+
         self.summary.batches += 1;
         self.summary.input_rows += epoch.input_rows;
         self.summary.output_rows += epoch.output_rows;

@@ -39,7 +39,7 @@ use serde_json::json;
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, resolve_path, Options};
 use crate::engine::checkpoint::WriteOnce;
-use crate::engine::source::{Offset, ReadBatch, Source, SourceContext};
+use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use crate::error::{Error, Result};
 
 pub use super::parse::FileFormat;
@@ -100,6 +100,8 @@ pub struct FileSource {
     /// Available-now runs: the files listed when the run started, not read
     /// yet, in reading order (like Spark, the directory is listed once).
     available_now: Option<VecDeque<Candidate>>,
+    /// How many of those were new when the run started.
+    available_now_total: u64,
     threads: usize,
 }
 
@@ -184,6 +186,7 @@ impl FileSource {
             seen: HashSet::new(),
             manifest: if table { Some(true) } else { None },
             available_now: None,
+            available_now_total: 0,
             threads,
         };
         source.load_log()?;
@@ -661,17 +664,14 @@ impl Source for FileSource {
         self.schema.clone()
     }
 
-    fn backlog(&self) -> Option<String> {
+    fn backlog(&self) -> Option<Backlog> {
         let left = self
             .available_now
             .as_ref()?
             .iter()
             .filter(|c| !self.seen.contains(&self.key(&c.path)))
-            .count();
-        Some(format!(
-            "{left} file{} left",
-            if left == 1 { "" } else { "s" }
-        ))
+            .count() as u64;
+        Some(Backlog::new(left, self.available_now_total, "file"))
     }
 
     fn read_only_columns(&mut self, used: &[bool]) {
@@ -693,6 +693,10 @@ impl Source for FileSource {
 
     fn prepare_available_now(&mut self) -> Result<()> {
         let files = self.list()?;
+        self.available_now_total = files
+            .iter()
+            .filter(|c| !self.seen.contains(&self.key(&c.path)))
+            .count() as u64;
         self.available_now = Some(files.into());
         Ok(())
     }
