@@ -12,13 +12,14 @@ use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::prelude::*;
 use pipelines::Expectation;
 
-fn free_port() -> SocketAddr {
+/// A free loopback port.
+pub(crate) fn free_port() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
 }
 
 /// GET `path` from `addr`: (status line, body).
-fn get(addr: SocketAddr, path: &str) -> Option<(String, String)> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Option<(String, String)> {
     let mut s = TcpStream::connect(addr).ok()?;
     write!(
         s,

@@ -5,8 +5,10 @@
 //! the target directory (`ui.png`), and into `docs/ui.png` with
 //! `PIPELINES_BLESS=1`.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
+
+use crate::metrics::free_port;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -16,23 +18,10 @@ use pipelines as dp;
 use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::prelude::*;
 
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
 /// GET `path` from `addr`: the body of a 200 response.
 fn get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    crate::metrics::get(addr, path)
+        .and_then(|(status, body)| status.starts_with("HTTP/1.1 200").then_some(body))
 }
 
 /// Debian's Chromium: `PIPELINES_CHROMIUM` (scripts/test sets it: then it

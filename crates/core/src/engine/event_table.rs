@@ -228,7 +228,7 @@ pub fn query(table: &Path, sql: &str) -> Result<Vec<RecordBatch>> {
         },
         false,
     )
-    .and_then(|mut source| crate::engine::runtime::read_all(source.as_mut()));
+    .and_then(|mut source| crate::engine::source::read_all(source.as_mut()));
     let _ = std::fs::remove_dir_all(&scratch);
     let batches = read?;
     let sql_error = |e: datafusion::error::DataFusionError| {

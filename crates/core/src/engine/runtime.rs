@@ -34,7 +34,7 @@ use crate::engine::progress::{
 };
 use crate::engine::quality::QualityChecks;
 use crate::engine::sink::{Sink, SinkContext};
-use crate::engine::source::{Offset, Source, SourceContext};
+use crate::engine::source::{read_all, Offset, Source, SourceContext};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
 use crate::graph::{DatasetNode, FlowNode, PipelineGraph};
@@ -1418,21 +1418,6 @@ impl StreamingQuery {
 }
 
 /// Reads everything a source has now (for batch inputs).
-/// Every row a source has now (a batch read).
-pub(crate) fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
-    source.prepare_available_now()?;
-    let mut out = Vec::new();
-    let mut start: Option<Offset> = None;
-    while let Some(end) = source.latest_offset(start.as_ref())? {
-        if Some(&end) == start.as_ref() {
-            break;
-        }
-        out.extend(source.read(start.as_ref(), &end)?.batches);
-        start = Some(end);
-    }
-    Ok(out)
-}
-
 /// The offsets of `offsets/<batch>`, one per streaming source of the query.
 /// A file holding another number of sources is refused, as in Spark: a
 /// missing source would otherwise silently start again from its beginning.

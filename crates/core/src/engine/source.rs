@@ -270,3 +270,18 @@ impl Source for FlowSource {
         self.inner.arrival_poll_interval()
     }
 }
+
+/// Every row a source has now (a batch read).
+pub fn read_all(source: &mut dyn Source) -> Result<Vec<RecordBatch>> {
+    source.prepare_available_now()?;
+    let mut out = Vec::new();
+    let mut start: Option<Offset> = None;
+    while let Some(end) = source.latest_offset(start.as_ref())? {
+        if Some(&end) == start.as_ref() {
+            break;
+        }
+        out.extend(source.read(start.as_ref(), &end)?.batches);
+        start = Some(end);
+    }
+    Ok(out)
+}
