@@ -7,8 +7,6 @@
 
 use std::io::Read;
 use std::net::SocketAddr;
-
-use crate::metrics::free_port;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -17,6 +15,8 @@ use std::time::{Duration, Instant};
 use pipelines as dp;
 use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::prelude::*;
+
+use crate::metrics::free_port;
 
 /// GET `path` from `addr`: the body of a 200 response.
 fn get(addr: SocketAddr, path: &str) -> Option<String> {
