@@ -125,7 +125,6 @@ pub static FLOW_SETTINGS: OptionSet = OptionSet::new(&[
     WATERMARK_POLICY,
     CORRUPT_FILES,
     TOMBSTONE_GC,
-    EVENT_LOG,
 ]);
 
 /// What every sink takes besides its connector's options.
@@ -143,6 +142,7 @@ pub static PIPELINE_SETTINGS: OptionSet = OptionSet::new(&[
     WATERMARK_POLICY,
     CORRUPT_FILES,
     TOMBSTONE_GC,
+    EVENT_LOG,
 ]);
 
 /// True for a key in the framework's own namespace (`pipelines.`, any case).

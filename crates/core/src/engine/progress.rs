@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::event_log::{EventError, EventLog, EventObserver, Level, NewEvent};
 use crate::error::{Error, Result};
+use crate::graph::{FlowNode, PipelineGraph};
+use crate::plan::ddl::type_to_ddl;
 
 /// Time spent in each phase of a micro-batch, in milliseconds (Spark's `durationMs`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -185,6 +187,21 @@ impl FlowState {
             FlowState::Failed => "FAILED",
         }
     }
+}
+
+/// What an update runs: the selection and how (its `create_update` event).
+#[derive(Debug)]
+pub struct UpdateSelection<'a> {
+    /// `run --continuous`.
+    pub continuous: bool,
+    /// `--full-refresh-all`.
+    pub full_refresh_all: bool,
+    /// `--full-refresh a,b`.
+    pub full_refresh: &'a [String],
+    /// `--refresh a,b`.
+    pub refresh: &'a [String],
+    /// The flows that run.
+    pub flows: &'a [&'a FlowNode],
 }
 
 /// Where progress goes: the event log, tracing, and the terminal.
@@ -364,5 +381,103 @@ impl ProgressReporter {
     /// Any other event.
     pub fn emit(&self, event: NewEvent) -> Result<()> {
         self.log.emit(event).map(|_| ())
+    }
+
+    /// The events that open an update: `create_update`, a definition per
+    /// dataset and flow (what the UI draws), `update_progress` RUNNING, and
+    /// each selected flow QUEUED.
+    pub fn update_started(&self, graph: &PipelineGraph, run: &UpdateSelection) -> Result<()> {
+        let names: Vec<&str> = run.flows.iter().map(|f| f.def.name.as_str()).collect();
+        let trigger = if run.continuous {
+            "continuous"
+        } else {
+            "available-now"
+        };
+        self.emit(
+            NewEvent::info(
+                "create_update",
+                format!(
+                    "Update {} started ({trigger}, {} of {} flows).",
+                    self.log().update_id(),
+                    names.len(),
+                    graph.flows.len()
+                ),
+            )
+            .details(serde_json::json!({"create_update": {
+                "continuous": run.continuous,
+                "full_refresh_all": run.full_refresh_all,
+                "full_refresh_selection": run.full_refresh,
+                "refresh_selection": run.refresh,
+                "flows": names,
+            }})),
+        )?;
+        for d in graph.datasets.values() {
+            self.emit(
+                NewEvent::info(
+                    "dataset_definition",
+                    format!(
+                        "Dataset `{}`: {} ({}).",
+                        d.def.name,
+                        d.def.dataset_type().describe(),
+                        d.format()
+                    ),
+                )
+                .dataset(&d.def.name)
+                .details(serde_json::json!({"dataset_definition": {
+                    "dataset_type": d.def.dataset_type().describe(),
+                    "format": d.format(),
+                    "flows": d.flows,
+                    "schema": d.schema.as_ref().map(|s| s
+                        .fields()
+                        .iter()
+                        .map(|f| serde_json::json!({"name": f.name(), "type": type_to_ddl(f.data_type())}))
+                        .collect::<Vec<_>>()),
+                }})),
+            )?;
+        }
+        for f in graph.ordered_flows() {
+            let sources: Vec<String> = f.plan.sources().iter().map(|s| s.describe()).collect();
+            let inputs: Vec<serde_json::Value> = f
+                .reads
+                .iter()
+                .map(|(name, streaming)| serde_json::json!({"name": name, "streaming": streaming}))
+                .collect();
+            self.emit(
+                NewEvent::info(
+                    "flow_definition",
+                    format!(
+                        "Flow `{}` writes `{}` ({} mode).",
+                        f.def.name, f.def.target, f.output_mode
+                    ),
+                )
+                .flow(&f.def.name)
+                .dataset(&f.def.target)
+                .details(serde_json::json!({"flow_definition": {
+                    "output_dataset": f.def.target,
+                    "input_datasets": inputs,
+                    "sources": sources,
+                    "output_mode": f.output_mode.to_string(),
+                    "trigger": f.trigger.to_string(),
+                    "streaming": f.streaming,
+                    "auto_cdc": f.def.auto_cdc.is_some(),
+                    "expectations": f.expectations.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
+                    "origin": f.def.origin.as_ref().map(|o| o.to_string()),
+                }})),
+            )?;
+        }
+        self.emit(
+            NewEvent::info("update_progress", "Update is RUNNING.")
+                .details(serde_json::json!({"update_progress": {"state": "RUNNING"}})),
+        )?;
+        for f in run.flows {
+            self.flow_state(
+                &f.def.name,
+                &f.def.target,
+                FlowState::Queued,
+                format!("Flow `{}` is QUEUED.", f.def.name),
+                None,
+            )?;
+        }
+        Ok(())
     }
 }

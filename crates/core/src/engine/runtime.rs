@@ -30,7 +30,7 @@ use crate::engine::event_log::{EventError, Level, NewEvent};
 use crate::engine::exec::watermark::{WatermarkPolicy, WatermarkTracker};
 use crate::engine::exec::{BatchContext, CompiledPlan};
 use crate::engine::progress::{
-    BatchProgress, FlowState, PhaseDurations, ProgressReporter, SourceProgress,
+    BatchProgress, FlowState, PhaseDurations, ProgressReporter, SourceProgress, UpdateSelection,
 };
 use crate::engine::quality::QualityChecks;
 use crate::engine::sink::{Sink, SinkContext};
@@ -332,7 +332,16 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
         crate::engine::event_table::table_path(&opts.storage, &opts.base_dir, &graph.configuration);
     let copy = crate::engine::event_table::EventTableCopy::start(&opts.storage, &table)?;
     let flows = selected_flows(graph, opts);
-    log_update_start(graph, opts, &flows, &reporter)?;
+    reporter.update_started(
+        graph,
+        &UpdateSelection {
+            continuous: opts.continuous,
+            full_refresh_all: opts.full_refresh_all,
+            full_refresh: &opts.full_refresh,
+            refresh: &opts.refresh,
+            flows: &flows,
+        },
+    )?;
     let result = run_flows(graph, opts, flows, &reporter).await;
     let (state, message) = match &result {
         Ok(_) if opts.continuous => ("CANCELED", "Update stopped by the user.".to_string()),
@@ -348,12 +357,15 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
         event = event.error(EventError::from_error(e));
     }
     reporter.emit(event)?;
-    if let Some(copy) = copy {
-        match copy.finish() {
-            Err(e) if result.is_ok() => return Err(e),
-            Err(e) => tracing::warn!("event log table: {e}"),
-            Ok(()) => {}
-        }
+    if let Some(Err(e)) = copy.map(|c| c.finish()) {
+        // The events stay in the file; the next run copies them.
+        let message = format!(
+            "event log table {}: {e}; its events are kept in {} and copied by the next run",
+            crate::spec::display_path(&table),
+            crate::spec::display_path(reporter.log().path())
+        );
+        tracing::warn!("{message}");
+        eprintln!("warning: {message}");
     }
     result
 }
@@ -361,109 +373,6 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
 /// The first line of an error's text.
 fn first_line(e: &Error) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
-}
-
-/// The events that open an update: `create_update`, a definition per
-/// dataset and flow (what the UI draws), `update_progress` RUNNING, and
-/// each selected flow QUEUED.
-fn log_update_start(
-    graph: &PipelineGraph,
-    opts: &RunOptions,
-    flows: &[&FlowNode],
-    reporter: &ProgressReporter,
-) -> Result<()> {
-    let names: Vec<&str> = flows.iter().map(|f| f.def.name.as_str()).collect();
-    let trigger = if opts.continuous {
-        "continuous"
-    } else {
-        "available-now"
-    };
-    reporter.emit(
-        NewEvent::info(
-            "create_update",
-            format!(
-                "Update {} started ({trigger}, {} of {} flows).",
-                reporter.log().update_id(),
-                names.len(),
-                graph.flows.len()
-            ),
-        )
-        .details(serde_json::json!({"create_update": {
-            "continuous": opts.continuous,
-            "full_refresh_all": opts.full_refresh_all,
-            "full_refresh_selection": opts.full_refresh,
-            "refresh_selection": opts.refresh,
-            "flows": names,
-        }})),
-    )?;
-    for d in graph.datasets.values() {
-        reporter.emit(
-            NewEvent::info(
-                "dataset_definition",
-                format!(
-                    "Dataset `{}`: {} ({}).",
-                    d.def.name,
-                    d.def.dataset_type().describe(),
-                    d.format()
-                ),
-            )
-            .dataset(&d.def.name)
-            .details(serde_json::json!({"dataset_definition": {
-                "dataset_type": d.def.dataset_type().describe(),
-                "format": d.format(),
-                "flows": d.flows,
-                "schema": d.schema.as_ref().map(|s| s
-                    .fields()
-                    .iter()
-                    .map(|f| serde_json::json!({"name": f.name(), "type": type_to_ddl(f.data_type())}))
-                    .collect::<Vec<_>>()),
-            }})),
-        )?;
-    }
-    for f in graph.ordered_flows() {
-        let sources: Vec<String> = f.plan.sources().iter().map(|s| s.describe()).collect();
-        let inputs: Vec<serde_json::Value> = f
-            .reads
-            .iter()
-            .map(|(name, streaming)| serde_json::json!({"name": name, "streaming": streaming}))
-            .collect();
-        reporter.emit(
-            NewEvent::info(
-                "flow_definition",
-                format!(
-                    "Flow `{}` writes `{}` ({} mode).",
-                    f.def.name, f.def.target, f.output_mode
-                ),
-            )
-            .flow(&f.def.name)
-            .dataset(&f.def.target)
-            .details(serde_json::json!({"flow_definition": {
-                "output_dataset": f.def.target,
-                "input_datasets": inputs,
-                "sources": sources,
-                "output_mode": f.output_mode.to_string(),
-                "trigger": f.trigger.to_string(),
-                "streaming": f.streaming,
-                "auto_cdc": f.def.auto_cdc.is_some(),
-                "expectations": f.expectations.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
-                "origin": f.def.origin.as_ref().map(|o| o.to_string()),
-            }})),
-        )?;
-    }
-    reporter.emit(
-        NewEvent::info("update_progress", "Update is RUNNING.")
-            .details(serde_json::json!({"update_progress": {"state": "RUNNING"}})),
-    )?;
-    for f in flows {
-        reporter.flow_state(
-            &f.def.name,
-            &f.def.target,
-            FlowState::Queued,
-            format!("Flow `{}` is QUEUED.", f.def.name),
-            None,
-        )?;
-    }
-    Ok(())
 }
 
 /// Runs the selected flows: in order (available-now), or each on its own

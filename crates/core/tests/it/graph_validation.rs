@@ -734,7 +734,7 @@ fn unknown_source_options_in_code_and_bad_values_from_the_spec_fail_dry_run() {
     );
     assert_eq!(
         errs[1],
-        "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, pipelines.cdc.tombstoneGCThresholdInSeconds, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
+        "error: pipeline.yml:4: `pipelines.checkpoint.fsnyc` under `configuration:` is not a setting of the pipeline\n  help: did you mean `pipelines.checkpoint.fsync`? known settings: pipelines.checkpoint.fsync, spark.sql.shuffle.partitions, spark.sql.streaming.multipleWatermarkPolicy, spark.sql.files.ignoreCorruptFiles, pipelines.cdc.tombstoneGCThresholdInSeconds, pipelines.eventLog.path, pipelines.outputMode, pipelines.trigger, pipelines.trigger.interval, pipelines.lateRowsTo, checkpointLocation"
     );
 }
 
