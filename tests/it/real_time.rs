@@ -440,10 +440,17 @@ fn stream_stream_joins_and_file_sources_run_in_real_time() {
         .create_sink("rt_join_sink", "memory", [("queryName", "rt_join_out")]);
     let running = Running::start(&p, &dir, "rt_join");
     left.push(events(&[("x", 1), ("y", 2)])).unwrap();
-    std::fs::write(dir.join("names/0.json"), "{\"n\":1,\"name\":\"one\"}\n").unwrap();
+    // Files appear whole (written aside, then renamed in), as a running
+    // source must never see one half written.
+    let put = |name: &str, text: &str| {
+        let aside = dir.join(format!(".{name}"));
+        std::fs::write(&aside, text).unwrap();
+        std::fs::rename(&aside, dir.join("names").join(name)).unwrap();
+    };
+    put("0.json", "{\"n\":1,\"name\":\"one\"}\n");
     wait_rows("rt_join_out", 1);
     // Rows of one step join rows the state kept from earlier steps.
-    std::fs::write(dir.join("names/1.json"), "{\"n\":2,\"name\":\"two\"}\n").unwrap();
+    put("1.json", "{\"n\":2,\"name\":\"two\"}\n");
     wait_rows("rt_join_out", 2);
     left.push(events(&[("z", 1)])).unwrap();
     wait_rows("rt_join_out", 3);
