@@ -397,6 +397,32 @@ pub fn read_events(path: &Path) -> Result<Vec<Event>> {
     parse_events(&text, path)
 }
 
+/// The events on the whole lines of the log at `path` from byte `from` up
+/// to byte `to` (or its end), and the byte after the last whole line read
+/// (`from` when there is none: a line still being written is read next
+/// time). A missing file has no events.
+pub fn read_events_from(path: &Path, from: u64, to: Option<u64>) -> Result<(Vec<Event>, u64)> {
+    let io = |e| Error::io(path, e);
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), from)),
+        Err(e) => return Err(io(e)),
+    };
+    let len = f.metadata().map_err(io)?.len();
+    let end = to.map_or(len, |t| t.min(len));
+    if end <= from {
+        return Ok((Vec::new(), from));
+    }
+    f.seek(SeekFrom::Start(from)).map_err(io)?;
+    let mut buf = Vec::with_capacity((end - from) as usize);
+    f.take(end - from).read_to_end(&mut buf).map_err(io)?;
+    let Some(last_newline) = buf.iter().rposition(|b| *b == b'\n') else {
+        return Ok((Vec::new(), from));
+    };
+    let text = String::from_utf8_lossy(&buf[..=last_newline]);
+    Ok((parse_events(&text, path)?, from + last_newline as u64 + 1))
+}
+
 /// The events in `text` (the contents of `path`, for messages).
 pub fn parse_events(text: &str, path: &Path) -> Result<Vec<Event>> {
     let mut out = Vec::new();

@@ -14,7 +14,6 @@
 //! [`Event`]: crate::engine::event_log::Event
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -27,7 +26,7 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
 use crate::engine::checkpoint::{lock_checkpoint, Checkpoint, CommitEntry, OffsetEntry};
-use crate::engine::event_log::{log_path, parse_events, Event};
+use crate::engine::event_log::{log_path, read_events_from, Event};
 use crate::engine::sink::{Sink, SinkContext};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -325,24 +324,13 @@ impl Copier {
                 )
             })?;
             if committed != Some(n) {
-                let events = self.read(from, to)?;
+                let (events, _) = read_events_from(&self.log, from, Some(to))?;
                 self.append(n, events)?;
             }
             self.next = n + 1;
             self.from_byte = to;
         }
         Ok(())
-    }
-
-    fn read(&self, from: u64, to: u64) -> Result<Vec<Event>> {
-        let mut f = std::fs::File::open(&self.log).map_err(|e| Error::io(&self.log, e))?;
-        f.seek(SeekFrom::Start(from))
-            .map_err(|e| Error::io(&self.log, e))?;
-        let mut buf = vec![0u8; (to - from) as usize];
-        f.read_exact(&mut buf)
-            .map_err(|e| Error::io(&self.log, e))?;
-        let text = String::from_utf8_lossy(&buf);
-        parse_events(&text, &self.log)
     }
 
     /// Appends batch `n` and commits it.
@@ -363,27 +351,11 @@ impl Copier {
 
     /// Copies the complete lines logged since the last copy, if any.
     fn copy_new(&mut self) -> Result<usize> {
-        let len = match std::fs::metadata(&self.log) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io(&self.log, e)),
-        };
-        if len <= self.from_byte {
+        let from = self.from_byte;
+        let (events, to) = read_events_from(&self.log, from, None)?;
+        if to == from {
             return Ok(0);
         }
-        let mut f = std::fs::File::open(&self.log).map_err(|e| Error::io(&self.log, e))?;
-        f.seek(SeekFrom::Start(self.from_byte))
-            .map_err(|e| Error::io(&self.log, e))?;
-        let mut buf = Vec::with_capacity((len - self.from_byte) as usize);
-        f.take(len - self.from_byte)
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io(&self.log, e))?;
-        // Only whole lines: one being written is copied next time.
-        let Some(last_newline) = buf.iter().rposition(|b| *b == b'\n') else {
-            return Ok(0);
-        };
-        let (from, to) = (self.from_byte, self.from_byte + last_newline as u64 + 1);
-        let events = parse_events(&String::from_utf8_lossy(&buf[..=last_newline]), &self.log)?;
         let n = self.next;
         self.checkpoint.write_offsets(
             n,

@@ -192,24 +192,17 @@ impl Follow {
 
     /// Folds the complete lines added since the last call into `view`.
     fn read_new(&mut self, view: &SharedView) -> Result<()> {
-        use std::io::{Read, Seek, SeekFrom};
-        let io = |e| Error::io(&self.path, e);
-        let mut f = std::fs::File::open(&self.path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
+        let len = std::fs::metadata(&self.path)
+            .map_err(|e| Error::io(&self.path, e))?
+            .len();
         if len < self.at {
             self.at = 0; // replaced by a new log
         }
-        f.seek(SeekFrom::Start(self.at)).map_err(io)?;
-        let mut buf = Vec::new();
-        f.take(len - self.at).read_to_end(&mut buf).map_err(io)?;
-        let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
-            return Ok(());
-        };
-        let text = String::from_utf8_lossy(&buf[..=end]);
-        for e in crate::engine::event_log::parse_events(&text, &self.path)? {
-            view.add(&e);
+        let (events, end) = crate::engine::event_log::read_events_from(&self.path, self.at, None)?;
+        for e in &events {
+            view.add(e);
         }
-        self.at += end as u64 + 1;
+        self.at = end;
         Ok(())
     }
 }
