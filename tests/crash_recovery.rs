@@ -23,7 +23,9 @@
 //! into PostgreSQL, killed before and after its database commit, leaves
 //! every row in the table once. The event log table, killed at three
 //! points of its copy and once mid-batch, holds every logged event once and
-//! the event of every committed batch.
+//! the event of every committed batch. With the three copying flows'
+//! checkpoints in object storage (a moto S3 server process), killed at four
+//! points, the restarted run leaves the same tables.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -499,6 +501,70 @@ fn crash_then_recover(point: &str) -> bool {
                 stdout,
                 String::from_utf8_lossy(&recovered.stderr),
                 expected_windows()
+            )
+        },
+    )
+}
+
+/// The object-storage server of the S3 crash tests (moto, a process on a
+/// loopback port); `None` when moto is not installed and
+/// `PIPELINES_REQUIRE_S3` is not set.
+fn s3_server() -> Option<&'static pipelines_test_support::s3::S3Server> {
+    let server = pipelines_test_support::s3::S3Server::shared();
+    assert!(
+        server.is_some() || std::env::var_os("PIPELINES_REQUIRE_S3").is_none(),
+        "PIPELINES_REQUIRE_S3 is set but no Python with moto.server was found (PIPELINES_PYTHON)"
+    );
+    server
+}
+
+/// The crash test with the checkpoints of the three copied flows in a
+/// bucket (`flows.<f>.options.checkpointLocation: s3://...`): killed at
+/// `point`, restarted, every table as a clean run's; the restart takes the
+/// dead run's lease at once.
+fn s3_crash_then_recover(server: &pipelines_test_support::s3::S3Server, n: usize, point: &str) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let bucket = format!("crash-{n}");
+    server.create_bucket(&bucket);
+    let mut yml = String::from("name: crash\nstorage: ./storage\nflows:\n");
+    for flow in ["copy_events", "window_counts", "copy_to_delta"] {
+        yml.push_str(&format!(
+            "  {flow}:\n    options:\n      checkpointLocation: s3://{bucket}/checkpoints/{flow}\n"
+        ));
+    }
+    std::fs::write(dir.join("pipeline.yml"), yml).unwrap();
+    let env: Vec<(&str, String)> = server.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let crashed = run_child(&dir, Some(point), &env, &["run"]);
+    let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
+    let recovered = run_child(&dir, None, &env, &["run"]);
+    let ids = table_ids(&dir);
+    let windows = table_windows(&dir);
+    let delta = delta_ids(&dir);
+    let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
+    let local = ["copy_events", "window_counts", "copy_to_delta"]
+        .iter()
+        .filter(|f| dir.join("storage/checkpoints").join(f).exists())
+        .count();
+    check(
+        &format!("checkpoints on s3://, crash at {point}, restart: every row once, every window once"),
+        killed
+            && recovered.status.success()
+            && ids == expected_ids()
+            && windows == expected_windows()
+            && delta == expected_ids()
+            && stdout.contains("replayed")
+            && local == 0,
+        || {
+            format!(
+                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}\ndelta ids: {delta:?}\nwindows: {windows:?}\nlocal checkpoints: {local}",
+                crashed.status,
+                String::from_utf8_lossy(&crashed.stderr),
+                recovered.status,
+                stdout,
+                String::from_utf8_lossy(&recovered.stderr),
             )
         },
     )
@@ -1017,6 +1083,21 @@ fn main() -> std::process::ExitCode {
         "before_commit:2",
     ] {
         ok &= event_log_crash_then_recover(point);
+    }
+    if let Some(server) = s3_server() {
+        for (n, point) in [
+            "after_offsets:2",
+            "window_counts/before_commit:3",
+            "copy_to_delta/delta_before_commit:2",
+            "copy_to_delta/before_commit:3",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ok &= s3_crash_then_recover(server, n, point);
+        }
+    } else {
+        println!("skipped: the S3 crash tests (no moto.server; set PIPELINES_PYTHON)");
     }
     ok &= changed_query_is_refused();
     ok &= two_runs_at_once_are_refused();

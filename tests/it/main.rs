@@ -13,6 +13,7 @@ mod kafka;
 mod macros_compile;
 mod macros_registry;
 mod metrics;
+mod object_storage;
 mod postgres;
 mod real_time;
 mod sql;

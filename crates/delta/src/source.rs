@@ -30,7 +30,8 @@ use serde_json::json;
 
 use crate::table::{self, AddFile};
 use pipelines_core::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
-use pipelines_core::engine::sources::{resolve_path, write_atomic, Options};
+use pipelines_core::engine::sources::{read_state_file, resolve_path, write_atomic, Options};
+use pipelines_core::engine::storage::Location;
 use pipelines_core::error::{Error, Result};
 
 /// Spark's default `maxFilesPerTrigger` for Delta sources.
@@ -109,7 +110,7 @@ pub struct DeltaSource {
     /// The start position resolved at the first batch (no offset yet),
     /// kept in `state_dir/start` so a replay of batch 0 starts at the same place.
     initial: Option<Position>,
-    state_dir: PathBuf,
+    state_dir: Location,
     backlog_files: Option<u64>,
     /// The backlog when the available-now run started.
     backlog_total: Option<u64>,
@@ -222,9 +223,10 @@ impl DeltaSource {
             return Ok(Some(p));
         }
         let file = self.state_dir.join("start");
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            let value: Offset = serde_json::from_str(&text)
-                .map_err(|e| Error::checkpoint(&file, format!("not a Delta source offset: {e}")))?;
+        if let Some(text) = read_state_file(&file)? {
+            let value: Offset = serde_json::from_str(&text).map_err(|e| {
+                Error::checkpoint(file.shown(), format!("not a Delta source offset: {e}"))
+            })?;
             let p = Position::from_offset(&value)?;
             self.initial = Some(p);
             return Ok(Some(p));
@@ -528,7 +530,7 @@ mod tests {
             .collect();
         let ctx = SourceContext {
             flow: "f".into(),
-            state_dir: state.to_path_buf(),
+            state_dir: state.to_path_buf().into(),
             base_dir: dir.to_path_buf(),
             option_overrides: BTreeMap::new(),
         };
@@ -696,7 +698,7 @@ mod tests {
         };
         let ctx = SourceContext {
             flow: "f".into(),
-            state_dir: tmp.path().join("s"),
+            state_dir: tmp.path().join("s").into(),
             base_dir: tmp.path().to_path_buf(),
             option_overrides: BTreeMap::new(),
         };

@@ -36,7 +36,6 @@
 //! value BINARY>>` ([`crate::kafka_schema`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,7 +54,8 @@ use rdkafka::{Offset as KafkaOffset, TopicPartitionList};
 
 use crate::conf::{client_config, creation_error, ClientRole};
 use pipelines_core::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
-use pipelines_core::engine::sources::{write_atomic, Options};
+use pipelines_core::engine::sources::{read_state_file, write_atomic, Options};
+use pipelines_core::engine::storage::Location;
 use pipelines_core::error::{Error, Result};
 
 mod live;
@@ -85,7 +85,7 @@ pub struct KafkaSource {
     schema: SchemaRef,
     consumer: BaseConsumer,
     timeout: Duration,
-    state_dir: PathBuf,
+    state_dir: Location,
     /// Available-now runs: the end of every partition when the run started.
     cap: Option<PartitionOffsets>,
     /// Messages lost (deleted before they were read) since the last report.
@@ -346,11 +346,11 @@ impl KafkaSource {
     /// source's checkpoint directory so a restart resolves `latest` the same way.
     fn initial_offsets(&mut self) -> Result<PartitionOffsets> {
         let file = self.state_dir.join("initial-offsets.json");
-        if let Ok(text) = std::fs::read_to_string(&file) {
+        if let Some(text) = read_state_file(&file)? {
             let value: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::checkpoint(&file, format!("not valid JSON: {e}")))?;
+                .map_err(|e| Error::checkpoint(file.shown(), format!("not valid JSON: {e}")))?;
             return checkpoint_offsets_from_json(&value)
-                .map_err(|m| Error::checkpoint(&file, format!("not a Kafka offset: {m}")));
+                .map_err(|m| Error::checkpoint(file.shown(), format!("not a Kafka offset: {m}")));
         }
         let mut out = PartitionOffsets::new();
         let partitions = self.partitions()?;

@@ -20,59 +20,22 @@
 //! different content is refused. A damaged file is an error that names it;
 //! nothing is silently reset.
 //!
-//! Durability: like Spark, files are not fsynced by default. A process
-//! crash (even SIGKILL) loses nothing, since written data stays in the
-//! operating system's page cache; only a power loss or kernel crash could
-//! lose the last batches' checkpoint and output files. The pipeline setting
-//! `pipelines.checkpoint.fsync: true` (see [`configure_fsync`]) syncs every
-//! checkpoint file, source log entry, output file and manifest entry, and
-//! their directories, before the next step of the batch protocol.
+//! The same layout works in a local directory and in object storage
+//! (`s3://bucket/prefix`, see [`crate::engine::storage`]): there a write-once
+//! is a conditional put instead of a hard link. Durability and syncing:
+//! [`crate::engine::storage::local`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::storage::{Location, ObjectKey, WriteOnce};
 use crate::error::{Error, Result};
 
 /// The version line of the offset and commit logs.
 const LOG_VERSION: &str = "v1";
-
-pub use crate::conf::FSYNC_CONF_KEY;
-
-static FSYNC: AtomicBool = AtomicBool::new(false);
-
-/// Reads [`FSYNC_CONF_KEY`] from the pipeline's configuration (default
-/// `false`) and applies it to the process: the runtime calls it when a run
-/// starts.
-pub fn configure_fsync(conf: &BTreeMap<String, String>) -> Result<()> {
-    let on = match conf.get(FSYNC_CONF_KEY).map(|v| v.trim()) {
-        None => false,
-        Some(v) if v.eq_ignore_ascii_case("true") => true,
-        Some(v) if v.eq_ignore_ascii_case("false") => false,
-        Some(v) => {
-            return Err(Error::runtime_with_help(
-                format!("configuration `{FSYNC_CONF_KEY}` is `{v}`, not `true` or `false`"),
-                format!("set `{FSYNC_CONF_KEY}` to `true` (sync files, survive power loss) or `false` (the default, like Spark)"),
-            ))
-        }
-    };
-    set_fsync(on);
-    Ok(())
-}
-
-/// Turns syncing of checkpoint, log and output files on or off for the process.
-pub fn set_fsync(on: bool) {
-    FSYNC.store(on, Ordering::Relaxed);
-}
-
-/// Whether files are synced (see [`configure_fsync`]).
-pub fn fsync_enabled() -> bool {
-    FSYNC.load(Ordering::Relaxed)
-}
 
 /// Source options that limit how much is admitted per batch: Spark lets them
 /// change on an existing checkpoint.
@@ -152,20 +115,47 @@ pub struct SourceShape {
     pub options: BTreeMap<String, String>,
 }
 
+mod lease;
+
 /// An exclusive lock on a flow's checkpoint, held while the flow runs (and
 /// while `--full-refresh` clears it): two runs of one flow would otherwise
-/// both write the same batches. The lock is the operating system's
-/// (`flock`) on `<checkpoint>.lock` beside the directory, so it is released
-/// when the process ends, even by SIGKILL.
+/// both write the same batches. On a local checkpoint the lock is the
+/// operating system's (`flock`) on `<checkpoint>.lock` beside the directory,
+/// so it is released when the process ends, even by SIGKILL. In object
+/// storage, which has no such lock, it is a lease object at the same name,
+/// taken with a conditional put and renewed while the run lasts (see
+/// `lease`); the write-once logs stop a second writer in any case.
 #[derive(Debug)]
 pub struct CheckpointLock {
-    _file: fs::File,
+    _file: Option<fs::File>,
+    _lease: Option<lease::Lease>,
 }
 
 /// Takes the lock of the checkpoint at `dir` ([`CheckpointLock`]); when
 /// another run holds it, an error naming that run (process, host, since)
 /// and the checkpoint.
-pub fn lock_checkpoint(dir: &Path) -> Result<CheckpointLock> {
+pub fn lock_checkpoint(dir: impl Into<Location>) -> Result<CheckpointLock> {
+    match &dir.into() {
+        Location::Local(p) => lock_local(p),
+        Location::Object(key) => {
+            let name = key.key.rsplit('/').next().unwrap_or("checkpoint");
+            let lock = ObjectKey {
+                store: key.store.clone(),
+                key: match key.key.rsplit_once('/') {
+                    Some((parent, _)) => format!("{parent}/{name}.lock"),
+                    None => format!("{name}.lock"),
+                },
+            };
+            let lease = lease::acquire(lock, &key.url(), &hostname())?;
+            Ok(CheckpointLock {
+                _file: None,
+                _lease: Some(lease),
+            })
+        }
+    }
+}
+
+fn lock_local(dir: &Path) -> Result<CheckpointLock> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::io::AsRawFd;
     let name = dir
@@ -212,7 +202,10 @@ pub fn lock_checkpoint(dir: &Path) -> Result<CheckpointLock> {
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(info.as_bytes()));
     written.map_err(|e| Error::io(&path, e))?;
-    Ok(CheckpointLock { _file: file })
+    Ok(CheckpointLock {
+        _file: Some(file),
+        _lease: None,
+    })
 }
 
 /// This machine's host name, for lock messages.
@@ -279,7 +272,7 @@ pub struct QueryShape {
 /// A flow's checkpoint directory.
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
-    dir: PathBuf,
+    dir: Location,
     query_id: String,
 }
 
@@ -287,36 +280,38 @@ impl Checkpoint {
     /// Opens (creating when needed) the checkpoint at `dir`: creates `dir`,
     /// `offsets/`, `commits/` and `sources/`, and writes `metadata` with a
     /// new query id the first time; later opens read the id back.
-    pub fn open(dir: &Path) -> Result<Checkpoint> {
+    pub fn open(dir: impl Into<Location>) -> Result<Checkpoint> {
+        let dir: Location = dir.into();
         for d in [
-            dir.to_path_buf(),
+            dir.clone(),
             dir.join("offsets"),
             dir.join("commits"),
             dir.join("sources"),
         ] {
-            create_private_dir(&d)?;
+            d.create_dir()?;
         }
         let meta = dir.join("metadata");
-        let query_id = if meta.exists() {
-            read_metadata(&meta)?
-        } else {
-            let id = uuid::Uuid::new_v4().to_string();
-            let text = serde_json::to_string(&MetadataJson { id: id.clone() })
-                .map_err(|e| Error::checkpoint(&meta, e.to_string()))?;
-            match write_once(&meta, text.as_bytes())? {
-                WriteOnce::Written | WriteOnce::Identical => id,
-                // Another process created it first: use its id.
-                WriteOnce::Differs => read_metadata(&meta)?,
+        let query_id = match meta.read_text(DAMAGED_HINT)? {
+            Some(text) => parse_metadata(&meta, &text)?,
+            None => {
+                let id = uuid::Uuid::new_v4().to_string();
+                let text = serde_json::to_string(&MetadataJson { id: id.clone() })
+                    .map_err(|e| Error::checkpoint(meta.shown(), e.to_string()))?;
+                match meta.write_once(text.as_bytes())? {
+                    WriteOnce::Written | WriteOnce::Identical => id,
+                    // Another process created it first: use its id.
+                    WriteOnce::Differs => read_metadata(&meta)?,
+                }
             }
         };
         Ok(Checkpoint {
-            dir: dir.to_path_buf(),
+            dir,
             query_id,
         })
     }
 
     /// The checkpoint directory.
-    pub fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Location {
         &self.dir
     }
 
@@ -327,27 +322,32 @@ impl Checkpoint {
 
     /// The directory private to source `index` (`sources/<index>`), created
     /// when possible (a failure to create it surfaces when the source uses it).
-    pub fn source_dir(&self, index: usize) -> PathBuf {
-        let d = self.dir.join("sources").join(index.to_string());
-        let _ = create_private_dir(&d);
+    pub fn source_dir(&self, index: usize) -> Location {
+        let d = self.dir.join("sources").join(&index.to_string());
+        let _ = d.create_dir();
         d
     }
 
-    fn offsets_dir(&self) -> PathBuf {
+    fn offsets_dir(&self) -> Location {
         self.dir.join("offsets")
     }
 
-    fn commits_dir(&self) -> PathBuf {
+    fn commits_dir(&self) -> Location {
         self.dir.join("commits")
+    }
+
+    /// The file `offsets/<n>`.
+    pub fn offsets_file(&self, n: u64) -> Location {
+        self.offsets_dir().join(&n.to_string())
     }
 
     /// The offsets of batch `n`; an error naming `offsets/<n>` when it does
     /// not exist (see [`Checkpoint::try_offsets`]).
     pub fn offsets(&self, n: u64) -> Result<OffsetEntry> {
-        let path = self.offsets_dir().join(n.to_string());
+        let path = self.offsets_file(n);
         self.try_offsets(n)?.ok_or_else(|| {
             Error::checkpoint(
-                &path,
+                path.shown(),
                 format!("is missing: batch {n} has no offsets; {DAMAGED_HINT}"),
             )
         })
@@ -355,10 +355,10 @@ impl Checkpoint {
 
     /// The offsets of batch `n`, or `None` when `offsets/<n>` does not exist.
     pub fn try_offsets(&self, n: u64) -> Result<Option<OffsetEntry>> {
-        let path = self.offsets_dir().join(n.to_string());
-        match read_optional(&path)? {
+        let path = self.offsets_file(n);
+        match path.read_text(DAMAGED_HINT)? {
             None => Ok(None),
-            Some(text) => parse_offsets(&path, &text).map(Some),
+            Some(text) => parse_offsets(&path.shown(), &text).map(Some),
         }
     }
 
@@ -377,12 +377,12 @@ impl Checkpoint {
 
     /// Writes `offsets/<n>`. Refused when the file exists with other content.
     pub fn write_offsets(&self, n: u64, entry: &OffsetEntry) -> Result<()> {
-        let path = self.offsets_dir().join(n.to_string());
-        let text = format_offsets(entry).map_err(|e| Error::checkpoint(&path, e))?;
-        match write_once(&path, text.as_bytes())? {
+        let path = self.offsets_file(n);
+        let text = format_offsets(entry).map_err(|e| Error::checkpoint(path.shown(), e))?;
+        match path.write_once(text.as_bytes())? {
             WriteOnce::Written | WriteOnce::Identical => Ok(()),
             WriteOnce::Differs => Err(Error::checkpoint(
-                &path,
+                path.shown(),
                 format!(
                     "batch {n} already has offsets that differ from the ones being written; \
                      the offset log is write-once (is another run of this flow using the same \
@@ -399,46 +399,47 @@ impl Checkpoint {
         let Some(&n) = ids.last() else {
             return Ok(None);
         };
-        let path = self.commits_dir().join(n.to_string());
-        let offsets_path = self.offsets_dir().join(n.to_string());
-        if !offsets_path.exists() {
+        let path = self.commits_dir().join(&n.to_string());
+        let offsets_path = self.offsets_file(n);
+        if !offsets_path.exists()? {
             return Err(Error::checkpoint(
-                &offsets_path,
+                offsets_path.shown(),
                 format!(
                     "is missing, but commits/{n} exists: batch {n} was committed without \
                      offsets; {DAMAGED_HINT}"
                 ),
             ));
         }
-        let text = read_optional(&path)?
-            .ok_or_else(|| Error::checkpoint(&path, "disappeared while it was being read"))?;
-        Ok(Some((n, parse_commit(&path, &text)?)))
+        let text = path
+            .read_text(DAMAGED_HINT)?
+            .ok_or_else(|| Error::checkpoint(path.shown(), "disappeared while it was being read"))?;
+        Ok(Some((n, parse_commit(&path.shown(), &text)?)))
     }
 
     /// The commit of batch `n`, or `None` when `commits/<n>` does not exist.
     pub fn commit(&self, n: u64) -> Result<Option<CommitEntry>> {
-        let path = self.commits_dir().join(n.to_string());
-        match read_optional(&path)? {
+        let path = self.commits_dir().join(&n.to_string());
+        match path.read_text(DAMAGED_HINT)? {
             None => Ok(None),
-            Some(text) => parse_commit(&path, &text).map(Some),
+            Some(text) => parse_commit(&path.shown(), &text).map(Some),
         }
     }
 
     /// Writes `commits/<n>`. Refused when batch `n` has no offsets, or when
     /// the file exists with other content.
     pub fn write_commit(&self, n: u64, entry: &CommitEntry) -> Result<()> {
-        let path = self.commits_dir().join(n.to_string());
-        if !self.offsets_dir().join(n.to_string()).exists() {
+        let path = self.commits_dir().join(&n.to_string());
+        if !self.offsets_file(n).exists()? {
             return Err(Error::checkpoint(
-                &path,
+                path.shown(),
                 format!("cannot commit batch {n}: offsets/{n} does not exist"),
             ));
         }
-        let text = format_commit(entry).map_err(|e| Error::checkpoint(&path, e))?;
-        match write_once(&path, text.as_bytes())? {
+        let text = format_commit(entry).map_err(|e| Error::checkpoint(path.shown(), e))?;
+        match path.write_once(text.as_bytes())? {
             WriteOnce::Written | WriteOnce::Identical => Ok(()),
             WriteOnce::Differs => Err(Error::checkpoint(
-                &path,
+                path.shown(),
                 format!(
                     "batch {n} is already committed with a different watermark; the commit \
                      log is write-once (is another run of this flow using the same checkpoint?)"
@@ -460,13 +461,8 @@ impl Checkpoint {
         let mut deleted = 0;
         for dir in [self.offsets_dir(), self.commits_dir()] {
             for id in batch_ids(&dir)? {
-                if id < threshold {
-                    let p = dir.join(id.to_string());
-                    match fs::remove_file(&p) {
-                        Ok(()) => deleted += 1,
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(Error::io(&p, e)),
-                    }
+                if id < threshold && dir.join(&id.to_string()).remove()? {
+                    deleted += 1;
                 }
             }
         }
@@ -477,18 +473,18 @@ impl Checkpoint {
     pub fn write_shape(&self, shape: &QueryShape) -> Result<()> {
         let path = self.dir.join("shape.json");
         let text = serde_json::to_string_pretty(shape)
-            .map_err(|e| Error::checkpoint(&path, e.to_string()))?;
-        write_atomic(&path, text.as_bytes())
+            .map_err(|e| Error::checkpoint(path.shown(), e.to_string()))?;
+        path.replace(text.as_bytes())
     }
 
     /// The shape stored by [`Checkpoint::write_shape`], if any.
     pub fn read_shape(&self) -> Result<Option<QueryShape>> {
         let path = self.dir.join("shape.json");
-        match read_optional(&path)? {
+        match path.read_text(DAMAGED_HINT)? {
             None => Ok(None),
             Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
                 Error::checkpoint(
-                    &path,
+                    path.shown(),
                     format!("is not a valid query shape ({e}); {DAMAGED_HINT}"),
                 )
             }),
@@ -578,7 +574,8 @@ pub fn shape_diff(old: &QueryShape, new: &QueryShape) -> Vec<String> {
 /// whether it copied. `external` must look like a checkpoint (it has
 /// `offsets/` or `metadata`). The copy is made in a sibling temp directory
 /// and renamed into place, so a crash never leaves half a checkpoint.
-pub fn import_from(external: &Path, into: &Path) -> Result<bool> {
+pub fn import_from(external: &Path, into: impl Into<Location>) -> Result<bool> {
+    let into: &Location = &into.into();
     if !external.is_dir() {
         return Err(Error::runtime_with_help(
             format!(
@@ -598,6 +595,14 @@ pub fn import_from(external: &Path, into: &Path) -> Result<bool> {
             "point the import at a Spark checkpoint directory (it contains `offsets/` and `metadata`)",
         ));
     }
+    match into {
+        Location::Local(p) => import_local(external, p),
+        Location::Object(_) => import_object(external, into),
+    }
+}
+
+/// [`import_from`] into a local directory: copied aside, renamed in.
+fn import_local(external: &Path, into: &Path) -> Result<bool> {
     if into.exists() {
         let mut entries = fs::read_dir(into).map_err(|e| Error::io(into, e))?;
         if entries.next().is_some() {
@@ -629,6 +634,46 @@ pub fn import_from(external: &Path, into: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// [`import_from`] into object storage, which has no rename: every file
+/// put under `into`, `metadata` last, so an import cut short is done again
+/// by the next run (until `metadata` is there, the checkpoint counts as not
+/// imported).
+fn import_object(external: &Path, into: &Location) -> Result<bool> {
+    if into.join("metadata").exists()? {
+        return Ok(false);
+    }
+    let mut files = Vec::new();
+    list_tree(external, "", &mut files)?;
+    files.sort_by_key(|rel| rel == "metadata");
+    for rel in files {
+        let src = external.join(&rel);
+        let bytes = fs::read(&src).map_err(|e| Error::io(&src, e))?;
+        let target = rel.split('/').fold(into.clone(), |loc, part| loc.join(part));
+        target.replace(&bytes)?;
+    }
+    Ok(true)
+}
+
+/// The files under `dir`, as `/`-separated paths relative to it.
+fn list_tree(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let ty = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
+        if ty.is_dir() {
+            list_tree(&entry.path(), &rel, out)?;
+        } else {
+            out.push(rel);
+        }
+    }
+    Ok(())
+}
+
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     for entry in fs::read_dir(from).map_err(|e| Error::io(from, e))? {
@@ -645,18 +690,23 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-fn read_metadata(path: &Path) -> Result<String> {
-    let text = read_optional(path)?
-        .ok_or_else(|| Error::checkpoint(path, "disappeared while it was being read"))?;
+fn read_metadata(path: &Location) -> Result<String> {
+    let text = path
+        .read_text(DAMAGED_HINT)?
+        .ok_or_else(|| Error::checkpoint(path.shown(), "disappeared while it was being read"))?;
+    parse_metadata(path, &text)
+}
+
+fn parse_metadata(path: &Location, text: &str) -> Result<String> {
     let meta: MetadataJson = serde_json::from_str(text.trim()).map_err(|e| {
         Error::checkpoint(
-            path,
+            path.shown(),
             format!("is not valid metadata (expected {{\"id\":\"<uuid>\"}}): {e}; {DAMAGED_HINT}"),
         )
     })?;
     if meta.id.trim().is_empty() {
         return Err(Error::checkpoint(
-            path,
+            path.shown(),
             format!("has an empty query id; {DAMAGED_HINT}"),
         ));
     }
@@ -817,33 +867,22 @@ fn parse_commit(path: &Path, text: &str) -> Result<CommitEntry> {
 
 /// The batch ids in a log directory (file names that are numbers; hidden
 /// temp and `.crc` files are ignored), sorted.
-fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
-    let mut ids = Vec::new();
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            ids.push(id);
-        }
-    }
+fn batch_ids(dir: &Location) -> Result<Vec<u64>> {
+    let mut ids: Vec<u64> = dir
+        .list()?
+        .iter()
+        .filter_map(|n| n.parse::<u64>().ok())
+        .collect();
     ids.sort_unstable();
     Ok(ids)
 }
 
-fn check_contiguous(dir: &Path, ids: &[u64]) -> Result<()> {
+fn check_contiguous(dir: &Location, ids: &[u64]) -> Result<()> {
     for w in ids.windows(2) {
         if w[1] != w[0] + 1 {
-            let missing = dir.join((w[0] + 1).to_string());
+            let missing = dir.join(&(w[0] + 1).to_string());
             return Err(Error::checkpoint(
-                &missing,
+                missing.shown(),
                 format!(
                     "is missing: the log has batch {} and batch {} but nothing in between; \
                      {DAMAGED_HINT}",
@@ -855,164 +894,3 @@ fn check_contiguous(dir: &Path, ids: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Reads a file as UTF-8; `None` when it does not exist.
-pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
-    match fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| Error::checkpoint(path, format!("is not UTF-8 text; {DAMAGED_HINT}"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
-
-/// Writes `bytes` to a hidden temp file next to `path` (synced when
-/// [`fsync_enabled`]); returns the temp file's path.
-/// Who may read a file the engine writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Checkpoint files (offsets, commits, state, source logs, the lock):
-    /// the owner only (`0600`, directories `0700`); they can hold a source's
-    /// options and positions nobody else needs.
-    Owner,
-    /// Table files (the `_spark_metadata` manifest), read by other
-    /// programs: the process's umask decides.
-    Shared,
-}
-
-impl Access {
-    fn file_mode(self) -> u32 {
-        match self {
-            Access::Owner => 0o600,
-            Access::Shared => 0o666,
-        }
-    }
-}
-
-/// Creates `dir` and its missing parents, owner-only (`0700`): checkpoint
-/// directories.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io(dir, e))
-}
-
-/// Writes `bytes` to a new temp file beside `path`, readable as `access`
-/// says, synced when fsync is on; returns the temp file's path.
-pub(crate) fn write_temp(path: &Path, bytes: &[u8], access: Access) -> Result<PathBuf> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
-    let result = (|| {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(access.file_mode())
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        if fsync_enabled() {
-            f.sync_all()?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(&tmp, e));
-    }
-    Ok(tmp)
-}
-
-pub(crate) fn sync_dir(dir: &Path) {
-    // Best effort: makes the new name durable on POSIX systems.
-    if !fsync_enabled() {
-        return;
-    }
-    if let Ok(f) = fs::File::open(dir) {
-        let _ = f.sync_all();
-    }
-}
-
-/// Atomically replaces `path` with `bytes` (temp file, sync when enabled, rename).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = write_temp(path, bytes, Access::Owner)?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    if let Some(p) = path.parent() {
-        sync_dir(p);
-    }
-    Ok(())
-}
-
-/// The outcome of [`write_once`].
-pub(crate) enum WriteOnce {
-    /// The file was created.
-    Written,
-    /// The file already existed with the same content.
-    Identical,
-    /// The file already existed with other content.
-    Differs,
-}
-
-/// Atomically creates `path` with `bytes` unless it exists: the content is
-/// written to a synced temp file which is then hard-linked to `path` (which
-/// fails when `path` exists, so two writers never both win).
-pub(crate) fn write_once(path: &Path, bytes: &[u8]) -> Result<WriteOnce> {
-    let tmp = write_temp(path, bytes, Access::Owner)?;
-    let linked = link_exclusive(&tmp, path, bytes);
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(true) => {
-            if let Some(p) = path.parent() {
-                sync_dir(p);
-            }
-            Ok(WriteOnce::Written)
-        }
-        Ok(false) => {
-            if fs::read(path).map_err(|e| Error::io(path, e))? == bytes {
-                Ok(WriteOnce::Identical)
-            } else {
-                Ok(WriteOnce::Differs)
-            }
-        }
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
-
-/// Hard-links `tmp` to `target`; `Ok(false)` when `target` exists. On file
-/// systems without hard links, falls back to an exclusive create.
-pub(crate) fn link_exclusive(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
-    match fs::hard_link(tmp, target) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(target)
-            {
-                Ok(mut f) => {
-                    f.write_all(bytes)?;
-                    if fsync_enabled() {
-                        f.sync_all()?;
-                    }
-                    Ok(true)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
-}

@@ -342,7 +342,7 @@ impl EventLog {
         w.file
             .write_all(line.as_bytes())
             .map_err(|e| Error::io(&self.path, e))?;
-        if crate::engine::checkpoint::fsync_enabled() {
+        if crate::engine::storage::local::fsync_enabled() {
             w.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
         }
         w.next_sequence += 1;

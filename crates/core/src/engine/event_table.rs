@@ -213,7 +213,7 @@ pub fn query(table: &Path, sql: &str) -> Result<Vec<RecordBatch>> {
         ));
     }
     let scratch = std::env::temp_dir().join(format!("pipelines-events-{}", uuid::Uuid::new_v4()));
-    crate::engine::checkpoint::create_private_dir(&scratch)?;
+    crate::engine::storage::local::create_private_dir(&scratch)?;
     let read = crate::engine::sources::open_table_reader(
         table,
         format,
@@ -221,7 +221,7 @@ pub fn query(table: &Path, sql: &str) -> Result<Vec<RecordBatch>> {
         &BTreeMap::new(),
         crate::engine::source::SourceContext {
             flow: "event_log".into(),
-            state_dir: scratch.clone(),
+            state_dir: scratch.clone().into(),
             base_dir: PathBuf::from("."),
             option_overrides: BTreeMap::new(),
         },
@@ -285,7 +285,7 @@ fn offset_of(entry: &OffsetEntry) -> Option<(u64, u64)> {
 
 impl Copier {
     fn open(storage: &Path, table: &Path) -> Result<Self> {
-        let checkpoint = Checkpoint::open(&storage.join("system").join("event_log_checkpoint"))?;
+        let checkpoint = Checkpoint::open(storage.join("system").join("event_log_checkpoint"))?;
         let format = crate::connector::default_table_format().to_string();
         let sink = crate::engine::sinks::open_sink(
             SinkContext {
@@ -319,7 +319,7 @@ impl Copier {
         if let Some((n, entry)) = self.checkpoint.latest_offsets()? {
             let (from, to) = offset_of(&entry).ok_or_else(|| {
                 Error::checkpoint(
-                    self.checkpoint.dir().join("offsets").join(n.to_string()),
+                    self.checkpoint.offsets_file(n).shown(),
                     "not an event log offset (expected {\"from\": byte, \"to\": byte})",
                 )
             })?;

@@ -31,5 +31,6 @@ pub mod sinks;
 pub mod source;
 pub mod sources;
 pub mod state;
+pub mod storage;
 pub mod uri;
 pub mod web;

@@ -35,6 +35,7 @@ use crate::engine::progress::{
 use crate::engine::quality::QualityChecks;
 use crate::engine::sink::{Sink, SinkContext};
 use crate::engine::source::{read_all, Offset, Source, SourceContext};
+use crate::engine::storage::Location;
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
 use crate::graph::{DatasetNode, FlowNode, PipelineGraph};
@@ -132,22 +133,30 @@ fn clean(p: &Path) -> PathBuf {
         .collect()
 }
 
-/// The checkpoint directory of a flow: `checkpointLocation` or `<storage>/checkpoints/<flow>`.
-pub fn checkpoint_path(flow: &FlowNode, opts: &RunOptions) -> PathBuf {
+/// The checkpoint directory of a flow: `checkpointLocation` (a path, or
+/// `s3://bucket/prefix`) or `<storage>/checkpoints/<flow>`.
+pub fn checkpoint_path(flow: &FlowNode, opts: &RunOptions) -> Result<Location> {
     let explicit = flow
         .options
         .get("checkpointLocation")
         .or_else(|| flow.def.conf.get("checkpointLocation"));
     match explicit {
-        Some(p) => resolve(&opts.base_dir, p),
-        None => opts.storage.join("checkpoints").join(&flow.def.name),
+        Some(p) => Location::parse(p, &opts.base_dir).map_err(|e| {
+            Error::runtime_with_help(
+                format!("flow `{}`: `checkpointLocation`: {e}", flow.def.name),
+                "give a local path or an `s3://bucket/prefix` URL",
+            )
+        }),
+        None => Ok(Location::Local(
+            opts.storage.join("checkpoints").join(&flow.def.name),
+        )),
     }
 }
 
 /// Runs the pipeline: every selected flow, triggered (available-now, in
 /// order) or continuously (each on its trigger until `opts.stop`).
 pub fn run(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummary> {
-    crate::engine::checkpoint::configure_fsync(&graph.configuration)?;
+    crate::engine::storage::local::configure_fsync(&graph.configuration)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -190,7 +199,7 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
         };
         let mut locks = Vec::new();
         for flow in ds.flows.iter().filter_map(|f| graph.flows.get(f)) {
-            let dir = checkpoint_path(flow, opts);
+            let dir = checkpoint_path(flow, opts)?;
             // A running flow keeps its checkpoint and table.
             locks.push(lock_checkpoint(&dir)?);
             remove_pipeline_dir(&dir, Owned::Checkpoint)?;
@@ -227,22 +236,23 @@ enum Owned {
 /// it is empty, missing, or recognisably what `owned` says: a table's or
 /// checkpoint's `path` set by mistake to a directory of other data is never
 /// deleted.
-fn remove_pipeline_dir(p: &Path, owned: Owned) -> Result<()> {
-    let Ok(mut entries) = std::fs::read_dir(p) else {
-        return remove_dir(p);
-    };
-    let empty = entries.next().is_none();
+fn remove_pipeline_dir(p: impl Into<Location>, owned: Owned) -> Result<()> {
+    let p: Location = p.into();
     let (what, markers): (&str, &[&str]) = match owned {
         Owned::Checkpoint => ("a flow's checkpoint", &["metadata", "offsets"]),
         Owned::Table => ("a table", &["_spark_metadata", "_delta_log"]),
     };
-    if empty || markers.iter().any(|m| p.join(m).exists()) {
-        return remove_dir(p);
+    if p.is_empty_dir()? {
+        return p.remove_all();
+    }
+    for m in markers {
+        if p.contains(m)? {
+            return p.remove_all();
+        }
     }
     Err(Error::runtime_with_help(
         format!(
-            "refusing to delete {}: it is not {what} this pipeline wrote (it has no {})",
-            crate::spec::display_path(p),
+            "refusing to delete {p}: it is not {what} this pipeline wrote (it has no {})",
             markers
                 .iter()
                 .map(|m| format!("`{m}`"))
@@ -251,14 +261,6 @@ fn remove_pipeline_dir(p: &Path, owned: Owned) -> Result<()> {
         ),
         "point the `path` at a directory of its own, or empty this one yourself",
     ))
-}
-
-fn remove_dir(p: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(p, e)),
-    }
 }
 
 /// Compiles every selected flow before any data moves, so a flow this build
@@ -540,7 +542,7 @@ async fn run_flow(
 }
 
 /// Opens a source whose private state lives in the given directory.
-type OpenSource = Box<dyn Fn(&Path) -> Result<Box<dyn Source>> + Send>;
+type OpenSource = Box<dyn Fn(&Location) -> Result<Box<dyn Source>> + Send>;
 
 /// One leaf input of a flow's plan.
 enum LeafInput {
@@ -601,7 +603,7 @@ fn prepare_checkpoint(
     reporter: &ProgressReporter,
 ) -> Result<(Checkpoint, CheckpointLock)> {
     let name = &flow.def.name;
-    let ckpt_dir = checkpoint_path(flow, opts);
+    let ckpt_dir = checkpoint_path(flow, opts)?;
     let lock = lock_checkpoint(&ckpt_dir)?;
     if let Some(import) = &flow.def.import_checkpoint {
         let src = resolve(&opts.base_dir, import);
@@ -621,7 +623,7 @@ fn prepare_checkpoint(
         // A view whose format keeps history (Delta) is overwritten in a
         // new version by its batch; other views are removed first.
         if !keeps_history(&target.format()) {
-            remove_pipeline_dir(&table_path(target, opts), Owned::Table)?;
+            remove_pipeline_dir(table_path(target, opts), Owned::Table)?;
         }
     }
     Ok((Checkpoint::open(&ckpt_dir)?, lock))
@@ -660,9 +662,9 @@ fn open_leaves(
                     format: spec.format.name().to_string(),
                     options: shape_options(&spec.options),
                 });
-                Box::new(move |state: &Path| {
+                Box::new(move |state: &Location| {
                     let mut c = ctx.clone();
-                    c.state_dir = state.to_path_buf();
+                    c.state_dir = state.clone();
                     crate::engine::sources::open_source(&spec, schema.clone(), c)
                 })
             }
@@ -694,9 +696,9 @@ fn open_leaves(
                     format: format.clone(),
                     options: shape_options(&options),
                 });
-                Box::new(move |state: &Path| {
+                Box::new(move |state: &Location| {
                     let mut c = ctx.clone();
-                    c.state_dir = state.to_path_buf();
+                    c.state_dir = state.clone();
                     crate::engine::sources::open_table_reader(
                         &path,
                         &format,
@@ -785,7 +787,7 @@ fn check_shape(
                 return Err(Error::ShapeChanged(format!(
                     "flow `{name}`{}: its query changed since the checkpoint at {} was written:\n{}\n  help: run with `--full-refresh {}` to reset the checkpoint and the data of `{}`",
                     flow.def.origin.as_ref().map(|o| format!(" ({o})")).unwrap_or_default(),
-                    crate::spec::display_path(checkpoint.dir()),
+                    checkpoint.dir(),
                     diff.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"),
                     flow.def.target,
                     flow.def.target,
@@ -953,7 +955,7 @@ impl StreamingQuery {
             if n >= self.next_batch {
                 if n != self.next_batch {
                     return Err(Error::checkpoint(
-                        self.checkpoint.dir().join("offsets").join(n.to_string()),
+                        self.checkpoint.offsets_file(n).shown(),
                         format!(
                             "offsets for batch {n} but the last commit is batch {}; the log has a gap",
                             self.next_batch as i64 - 1
@@ -1316,12 +1318,12 @@ impl StreamingQuery {
         let LeafInput::Static { open } = &self.leaves[i] else {
             return Ok(Vec::new());
         };
-        let dir = self.checkpoint.dir().join("static").join(i.to_string());
-        remove_dir(&dir)?;
-        crate::engine::checkpoint::create_private_dir(&dir)?;
+        let dir = self.checkpoint.dir().join("static").join(&i.to_string());
+        dir.remove_all()?;
+        dir.create_dir()?;
         let mut source = open(&dir)?;
         let batches = read_all(source.as_mut())?;
-        remove_dir(&dir)?;
+        dir.remove_all()?;
         Ok(batches)
     }
 }
@@ -1340,7 +1342,7 @@ fn source_offsets(
         return Ok(sources);
     }
     Err(Error::checkpoint(
-        checkpoint.dir().join("offsets").join(batch.to_string()),
+        checkpoint.offsets_file(batch).shown(),
         format!(
             "holds the offsets of {} source{}, but the query reads {expected} streaming source{}; \
              restore the file from a backup, or reset the flow with `--full-refresh`",

@@ -23,8 +23,9 @@ pub struct SourceContext {
     /// Flow name, for messages.
     pub flow: String,
     /// Directory private to this source inside the flow's checkpoint
-    /// (`<checkpoint>/sources/<index>`); created by the runtime.
-    pub state_dir: PathBuf,
+    /// (`<checkpoint>/sources/<index>`, local or in object storage);
+    /// created by the runtime.
+    pub state_dir: crate::engine::storage::Location,
     /// Directory that relative paths are resolved against (the spec file's directory).
     pub base_dir: PathBuf,
     /// Option overrides from the spec's `flows.<name>.options` (they win over the code's options).

@@ -17,8 +17,7 @@
 //! damaged file is an error naming the file (a silent reset would re-emit or
 //! lose results), never an empty state.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, BooleanArray, UInt32Array};
@@ -30,7 +29,7 @@ use arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::aggregates::group_values::new_group_values;
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
-use crate::engine::checkpoint::write_atomic;
+use crate::engine::storage::Location;
 use crate::error::{Error, Result};
 
 /// An operator's changes in one batch: rows inserted or updated (state
@@ -42,10 +41,26 @@ pub const SNAPSHOT_EVERY: u64 = 10;
 
 const DELETED: &str = "__deleted";
 
+/// The two kinds of state file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Delta,
+    Snapshot,
+}
+
+impl Kind {
+    fn extension(self) -> &'static str {
+        match self {
+            Kind::Delta => "delta",
+            Kind::Snapshot => "snapshot",
+        }
+    }
+}
+
 /// The state files of one stateful operator: `<checkpoint>/state/<operator>/`.
 #[derive(Clone, Debug)]
 pub struct StateStore {
-    dir: PathBuf,
+    dir: Location,
     schema: SchemaRef,
     key_columns: usize,
 }
@@ -53,17 +68,17 @@ pub struct StateStore {
 impl StateStore {
     /// A store at `dir` for rows of `schema` keyed by its first
     /// `key_columns` columns. Creates `dir`.
-    pub fn open(dir: &Path, schema: SchemaRef, key_columns: usize) -> Result<StateStore> {
-        crate::engine::checkpoint::create_private_dir(dir)?;
+    pub fn open(dir: &Location, schema: SchemaRef, key_columns: usize) -> Result<StateStore> {
+        dir.create_dir()?;
         Ok(StateStore {
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             schema,
             key_columns,
         })
     }
 
     /// The directory holding the files.
-    pub fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Location {
         &self.dir
     }
 
@@ -71,11 +86,11 @@ impl StateStore {
     /// or below it and the deltas after that snapshot. Every delta from the
     /// snapshot (or from version 0) up to `version` must exist.
     pub fn load(&self, version: u64) -> Result<RecordBatch> {
+        let files = self.files()?;
         let mut base = None;
         for v in (0..=version).rev() {
-            let p = self.path(v, "snapshot");
-            if p.exists() {
-                base = Some((v, self.read(&p)?));
+            if files.contains(&(v, Kind::Snapshot)) {
+                base = Some((v, self.read(&self.path(v, "snapshot"))?));
                 break;
             }
         }
@@ -85,9 +100,9 @@ impl StateStore {
         };
         for v in from..=version {
             let p = self.path(v, "delta");
-            if !p.exists() {
+            if !files.contains(&(v, Kind::Delta)) {
                 return Err(Error::checkpoint(
-                    &p,
+                    p.shown(),
                     format!(
                         "the state of batch {version} needs this file, which is missing; the checkpoint is incomplete (restore it, or reset the flow with --full-refresh)"
                     ),
@@ -118,10 +133,7 @@ impl StateStore {
         } else {
             // A snapshot a failed real-time epoch left for this version
             // would hide the delta.
-            let stale = self.path(version, "snapshot");
-            if stale.exists() {
-                fs::remove_file(&stale).map_err(|e| Error::io(&stale, e))?;
-            }
+            self.path(version, "snapshot").remove()?;
         }
         Ok(())
     }
@@ -170,30 +182,42 @@ impl StateStore {
 
     /// Deletes files no longer needed to load `keep_from` or later versions.
     pub fn purge(&self, keep_from: u64) -> Result<()> {
+        let files = self.files()?;
         // The newest snapshot at or below keep_from is still needed.
         let Some(snap) = (0..=keep_from)
             .rev()
-            .find(|v| self.path(*v, "snapshot").exists())
+            .find(|v| files.contains(&(*v, Kind::Snapshot)))
         else {
             return Ok(());
         };
-        let entries = fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            let Some((v, _)) = name.split_once('.') else {
-                continue;
-            };
-            if let Ok(v) = v.parse::<u64>() {
-                if v < snap {
-                    let _ = fs::remove_file(entry.path());
-                }
+        for (v, kind) in files {
+            if v < snap {
+                let _ = self.path(v, kind.extension()).remove();
             }
         }
         Ok(())
     }
 
-    fn path(&self, version: u64, kind: &str) -> PathBuf {
-        self.dir.join(format!("{version}.{kind}"))
+    /// The versions and kinds of the files in the directory, listed once.
+    fn files(&self) -> Result<BTreeSet<(u64, Kind)>> {
+        Ok(self
+            .dir
+            .list()?
+            .iter()
+            .filter_map(|name| {
+                let (v, ext) = name.split_once('.')?;
+                let kind = match ext {
+                    "delta" => Kind::Delta,
+                    "snapshot" => Kind::Snapshot,
+                    _ => return None,
+                };
+                Some((v.parse::<u64>().ok()?, kind))
+            })
+            .collect())
+    }
+
+    fn path(&self, version: u64, kind: &str) -> Location {
+        self.dir.join(&format!("{version}.{kind}"))
     }
 
     fn stored_schema(&self) -> SchemaRef {
@@ -232,11 +256,17 @@ impl StateStore {
         RecordBatch::try_new(schema, columns).map_err(|e| self.fail(e))
     }
 
-    fn apply(&self, state: &RecordBatch, delta: &RecordBatch, path: &Path) -> Result<RecordBatch> {
+    fn apply(
+        &self,
+        state: &RecordBatch,
+        delta: &RecordBatch,
+        path: &Location,
+    ) -> Result<RecordBatch> {
         if delta.num_rows() == 0 {
             return Ok(state.clone());
         }
-        let fail = |e: String| Error::checkpoint(path, format!("cannot apply state changes: {e}"));
+        let fail =
+            |e: String| Error::checkpoint(path.shown(), format!("cannot apply state changes: {e}"));
         let n_cols = self.schema.fields().len();
         let deleted = delta
             .column(n_cols)
@@ -282,7 +312,7 @@ impl StateStore {
             .map_err(|e| fail(e.to_string()))
     }
 
-    fn write(&self, path: &Path, batch: &RecordBatch) -> Result<()> {
+    fn write(&self, path: &Location, batch: &RecordBatch) -> Result<()> {
         let mut buf = Vec::new();
         {
             let mut w =
@@ -290,14 +320,16 @@ impl StateStore {
             w.write(batch).map_err(|e| self.fail(e))?;
             w.finish().map_err(|e| self.fail(e))?;
         }
-        write_atomic(path, &buf)
+        path.replace(&buf)
     }
 
-    fn read(&self, path: &Path) -> Result<RecordBatch> {
-        let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    fn read(&self, path: &Location) -> Result<RecordBatch> {
+        let bytes = path.read()?.ok_or_else(|| {
+            Error::checkpoint(path.shown(), "disappeared while it was being read")
+        })?;
         let damaged = |e: String| {
             Error::checkpoint(
-                path,
+                path.shown(),
                 format!("the state file is damaged ({e}); restore it, or reset the flow with --full-refresh"),
             )
         };
@@ -313,7 +345,7 @@ impl StateStore {
                 .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
         if !same {
             return Err(Error::checkpoint(
-                path,
+                path.shown(),
                 format!(
                     "the state was written for columns ({}) but the operator now keeps ({}); reset the flow with --full-refresh",
                     crate::plan::ddl::schema_to_ddl(&schema),
@@ -329,7 +361,7 @@ impl StateStore {
     }
 
     fn fail(&self, e: impl std::fmt::Display) -> Error {
-        Error::checkpoint(&self.dir, format!("cannot write state: {e}"))
+        Error::checkpoint(self.dir.shown(), format!("cannot write state: {e}"))
     }
 }
 
@@ -369,6 +401,7 @@ fn strip_deleted(stored: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch
 mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
+    use std::fs;
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -401,7 +434,7 @@ mod tests {
     #[test]
     fn deltas_and_snapshots_rebuild_every_version() {
         let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::open(dir.path(), schema(), 1).unwrap();
+        let store = StateStore::open(&Location::from(dir.path()), schema(), 1).unwrap();
         let mut expected: std::collections::BTreeMap<String, i64> = Default::default();
         for v in 0..25u64 {
             let key = format!("k{}", v % 7);
@@ -435,7 +468,7 @@ mod tests {
     #[test]
     fn a_missing_delta_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::open(dir.path(), schema(), 1).unwrap();
+        let store = StateStore::open(&Location::from(dir.path()), schema(), 1).unwrap();
         let empty = rows(&[], &[]);
         store
             .commit(0, &rows(&["a"], &[1]), &[], std::slice::from_ref(&empty))

@@ -45,10 +45,10 @@ fn open_creates_layout_and_keeps_the_query_id() {
     assert_eq!(read(dir.join("metadata")), format!("{{\"id\":\"{id}\"}}"));
     let again = Checkpoint::open(&dir).unwrap();
     assert_eq!(again.query_id(), id);
-    assert_eq!(again.dir(), dir);
+    assert_eq!(again.dir().as_local(), Some(dir.as_path()));
     let s = again.source_dir(1);
-    assert_eq!(s, dir.join("sources").join("1"));
-    assert!(s.is_dir());
+    assert_eq!(s.as_local(), Some(dir.join("sources").join("1").as_path()));
+    assert!(dir.join("sources").join("1").is_dir());
     assert_eq!(again.latest_offsets().unwrap(), None);
     assert_eq!(again.latest_commit().unwrap(), None);
 }
@@ -473,7 +473,7 @@ fn import_copies_an_external_checkpoint_once() {
     let not = tmp.path().join("not-a-checkpoint");
     fs::create_dir_all(&not).unwrap();
     fs::write(not.join("x.txt"), "x").unwrap();
-    let err = import_from(&not, &tmp.path().join("t"))
+    let err = import_from(&not, tmp.path().join("t"))
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -484,7 +484,7 @@ fn import_copies_an_external_checkpoint_once() {
         )
     );
     let missing = tmp.path().join("missing");
-    let err = import_from(&missing, &tmp.path().join("t"))
+    let err = import_from(&missing, tmp.path().join("t"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -513,7 +513,7 @@ fn damaged_metadata_is_an_error() {
 
 #[test]
 fn fsync_setting_is_validated() {
-    use pipelines_core::engine::checkpoint::{configure_fsync, fsync_enabled, FSYNC_CONF_KEY};
+    use pipelines_core::engine::storage::local::{configure_fsync, fsync_enabled, FSYNC_CONF_KEY};
     let conf = |v: &str| BTreeMap::from([(FSYNC_CONF_KEY.to_string(), v.to_string())]);
     let err = configure_fsync(&conf("yes")).unwrap_err().to_string();
     assert!(err.contains(FSYNC_CONF_KEY) && err.contains("yes"), "{err}");

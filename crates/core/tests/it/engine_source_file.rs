@@ -39,7 +39,7 @@ impl Env {
     fn ctx(&self) -> SourceContext {
         SourceContext {
             flow: "f".into(),
-            state_dir: self.state.clone(),
+            state_dir: self.state.clone().into(),
             base_dir: self.base.clone(),
             option_overrides: BTreeMap::new(),
         }
@@ -606,7 +606,7 @@ fn parquet_skips_columns_the_query_does_not_read() {
         &s,
         s.schema.clone().unwrap(),
         SourceContext {
-            state_dir: e.base.join("other-state"),
+            state_dir: e.base.join("other-state").into(),
             ..e.ctx()
         },
     )
@@ -1052,10 +1052,10 @@ fn damaged_parquet_files_are_errors_or_rows_never_a_crash() {
         fs::write(&path, &bytes).unwrap();
         let s = spec("parquet", &dir, Some("a INT, b STRING, C STRING"), &[]);
         let ctx = SourceContext {
-            state_dir: e.state.join(format!("fuzz{case}")),
+            state_dir: e.state.join(format!("fuzz{case}")).into(),
             ..e.ctx()
         };
-        fs::create_dir_all(&ctx.state_dir).unwrap();
+        ctx.state_dir.create_dir().unwrap();
         let outcome = open_source(&s, s.schema.clone().unwrap(), ctx).and_then(|mut src| match src
             .latest_offset(
             None,

@@ -18,7 +18,7 @@ use serde_json::json;
 fn ctx(state: &std::path::Path) -> SourceContext {
     SourceContext {
         flow: "f".into(),
-        state_dir: state.to_path_buf(),
+        state_dir: state.to_path_buf().into(),
         base_dir: state.to_path_buf(),
         option_overrides: BTreeMap::new(),
     }

@@ -42,7 +42,7 @@ fn ours(text: &[u8], mode: &str) -> pipelines_core::Result<Vec<RecordBatch>> {
         .clone();
     let ctx = SourceContext {
         flow: "f".into(),
-        state_dir: tmp.path().join("state"),
+        state_dir: tmp.path().join("state").into(),
         base_dir: base,
         option_overrides: BTreeMap::new(),
     };

@@ -26,7 +26,7 @@
 mod scd1;
 mod scd2;
 
-use std::path::Path;
+use crate::engine::storage::Location;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray};
@@ -104,7 +104,7 @@ impl CdcApplier {
     /// is the value of [`TOMBSTONE_GC_THRESHOLD`] when set.
     pub fn open(
         of: CdcFlow<'_>,
-        dir: &Path,
+        dir: &Location,
         last_commit: Option<u64>,
         tombstone_gc: Option<&str>,
     ) -> Result<CdcApplier> {
@@ -152,7 +152,7 @@ impl CdcApplier {
             null_sequence,
             state_schema: Arc::new(Schema::empty()),
         };
-        crate::engine::checkpoint::create_private_dir(dir)?;
+        dir.create_dir()?;
         common.check_metadata(dir, last_commit)?;
         let gc_seconds = match tombstone_gc {
             None => DEFAULT_TOMBSTONE_GC_SECONDS,
@@ -510,7 +510,7 @@ impl Common {
     }
 
     /// The recorded SCD type, sequence type and keys against this run's.
-    fn check_metadata(&self, dir: &Path, last_commit: Option<u64>) -> Result<()> {
+    fn check_metadata(&self, dir: &Location, last_commit: Option<u64>) -> Result<()> {
         let path = dir.join("metadata.json");
         let now = Metadata {
             scd_type: match self.layout.scd {
@@ -521,11 +521,14 @@ impl Common {
             keys: self.layout.key_names.clone(),
             track_history: self.tracked_names(),
         };
-        if path.exists() && last_commit.is_some() {
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let existing = match last_commit {
+            Some(_) => path.read_text("restore it, or reset the flow with --full-refresh")?,
+            None => None,
+        };
+        if let Some(text) = existing {
             let was: Metadata = serde_json::from_str(&text).map_err(|e| {
                 Error::checkpoint(
-                    &path,
+                    path.shown(),
                     format!("the AUTO CDC state's metadata is damaged: {e}"),
                 )
             })?;
@@ -591,7 +594,7 @@ impl Common {
             return Ok(());
         }
         let json = serde_json::to_vec_pretty(&now).map_err(|e| self.error(e))?;
-        crate::engine::checkpoint::write_atomic(&path, &json)
+        path.replace(&json)
     }
 }
 

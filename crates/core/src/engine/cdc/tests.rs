@@ -199,7 +199,7 @@ impl Run {
 fn open(cdc: &AutoCdc, dir: &std::path::Path, last: Option<u64>, gc: Option<&str>) -> CdcApplier {
     let schema = feed_schema();
     let layout = cdc.layout(&schema).unwrap();
-    CdcApplier::open(of(cdc, &layout, &schema), dir, last, gc).unwrap()
+    CdcApplier::open(of(cdc, &layout, &schema), &dir.into(), last, gc).unwrap()
 }
 
 fn of<'a>(cdc: &'a AutoCdc, layout: &'a crate::cdc::CdcLayout, feed: &'a SchemaRef) -> CdcFlow<'a> {
@@ -528,7 +528,7 @@ fn a_changed_sequence_type_is_refused_at_restart() {
     fields[5] = Field::new(SEQUENCE_COLUMN, DataType::Utf8, true);
     let schema: SchemaRef = Arc::new(Schema::new(fields));
     let layout = r.cdc.layout(&schema).unwrap();
-    let e = CdcApplier::open(of(&r.cdc, &layout, &schema), r.dir.path(), Some(0), None)
+    let e = CdcApplier::open(of(&r.cdc, &layout, &schema), &r.dir.path().into(), Some(0), None)
         .err()
         .unwrap();
     assert_eq!(

@@ -14,7 +14,7 @@
 //! state), stored per batch in the [`StateStore`] as a delta of the changed
 //! and removed keys.
 
-use std::path::Path;
+use crate::engine::storage::Location;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, StructArray, UInt32Array};
@@ -446,11 +446,11 @@ impl AggregateOp {
 
     /// Opens the state at `dir` and loads the state of batch `version`
     /// (None: no batch committed yet, empty state).
-    pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+    pub(crate) fn restore(&mut self, dir: &Location, version: Option<u64>) -> Result<()> {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
         let loaded = store.load_or_empty(version)?;
         self.state = self.split_by_key(&loaded).map_err(|e| {
-            Error::checkpoint(dir, format!("cannot partition the loaded state: {e}"))
+            Error::checkpoint(dir.shown(), format!("cannot partition the loaded state: {e}"))
         })?;
         self.store = Some(store);
         Ok(())

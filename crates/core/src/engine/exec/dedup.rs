@@ -9,7 +9,7 @@
 //! (`key time <= watermark`); for `drop_duplicates_within_watermark` each
 //! key expires at its first row's event time plus the watermark delay.
 
-use std::path::Path;
+use crate::engine::storage::Location;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
@@ -156,7 +156,7 @@ impl DedupOp {
     }
 
     /// Opens the state at `dir` and loads batch `version`'s state.
-    pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+    pub(crate) fn restore(&mut self, dir: &Location, version: Option<u64>) -> Result<()> {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
         self.state = store.load_or_empty(version)?;
         self.store = Some(store);

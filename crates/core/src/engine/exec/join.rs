@@ -17,7 +17,7 @@
 //! Each side's state is Arrow rows with a sequence number (the state key)
 //! and a `matched` flag, stored per batch in a [`StateStore`].
 
-use std::path::Path;
+use crate::engine::storage::Location;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, UInt64Array};
@@ -316,7 +316,7 @@ impl JoinOp {
     }
 
     /// Opens both sides' state under `dir` at batch `version`.
-    pub(crate) fn restore(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+    pub(crate) fn restore(&mut self, dir: &Location, version: Option<u64>) -> Result<()> {
         for side in [&mut self.left, &mut self.right] {
             let store = StateStore::open(&dir.join(side.name), side.state_schema.clone(), 1)?;
             side.rows = store.load_or_empty(version)?;

@@ -77,7 +77,6 @@ pub mod watermark;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -436,13 +435,17 @@ impl CompiledPlan {
 
     /// Opens the state of every stateful operator under `dir`
     /// (`<dir>/<operator id>/`) at batch `version` (None: empty state).
-    pub fn restore_state(&mut self, dir: &Path, version: Option<u64>) -> Result<()> {
+    pub fn restore_state(
+        &mut self,
+        dir: &crate::engine::storage::Location,
+        version: Option<u64>,
+    ) -> Result<()> {
         let mut result = Ok(());
         visit_ops_mut(&mut self.root, &mut |n| {
             if result.is_err() {
                 return;
             }
-            let d = dir.join(n.id.to_string());
+            let d = dir.join(&n.id.to_string());
             result = match &mut n.op {
                 Op::Aggregate(a) => a.restore(&d, version),
                 Op::Dedup(o) => o.restore(&d, version),

@@ -650,7 +650,7 @@ impl FormatWriter {
                 b.into_inner().map_err(|e| Error::runtime(e.to_string()))?
             }
         };
-        if crate::engine::checkpoint::fsync_enabled() {
+        if crate::engine::storage::local::fsync_enabled() {
             file.sync_all().map_err(|e| Error::runtime(e.to_string()))?;
         }
         Ok(())

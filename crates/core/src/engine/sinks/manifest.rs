@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::checkpoint::{check_version, link_exclusive, shorten, write_temp, Access};
+use crate::engine::checkpoint::{check_version, shorten};
+use crate::engine::storage::local::{link_exclusive, write_temp, Access};
 use crate::error::{Error, Result};
 
 /// The name of the manifest directory inside a table directory.
@@ -315,7 +316,7 @@ pub(crate) fn append_entry(
         let _ = fs::remove_file(&tmp);
         match linked {
             Ok(true) => {
-                crate::engine::checkpoint::sync_dir(meta);
+                crate::engine::storage::local::sync_dir(meta);
                 // A writer that took its number long ago may have linked
                 // it after a newer compaction (and its cleanup) passed that
                 // number by: readers start at the compaction, so the entry

@@ -37,8 +37,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::json;
 
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
-use super::{manifest_files, resolve_path, Options};
-use crate::engine::checkpoint::WriteOnce;
+use super::{manifest_files, read_state_file, resolve_path, Options};
+use crate::engine::storage::{Location, WriteOnce};
 use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use crate::error::{Error, Result};
 
@@ -83,7 +83,7 @@ pub struct FileSource {
     root: Root,
     /// A pipeline table: read only through the manifest.
     table: bool,
-    state_dir: PathBuf,
+    state_dir: Location,
     max_files: Option<u64>,
     max_bytes: Option<u64>,
     latest_first: bool,
@@ -207,30 +207,27 @@ impl FileSource {
     /// Reads the source log (`<N>` and Spark's `<N>.compact` files).
     fn load_log(&mut self) -> Result<()> {
         let dir = &self.state_dir;
-        if !dir.is_dir() {
-            return Ok(());
-        }
-        let mut files: Vec<(u64, bool, PathBuf)> = Vec::new();
-        for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let entry = entry.map_err(|e| Error::io(dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let mut files: Vec<(u64, bool, Location)> = Vec::new();
+        for name in dir.list()? {
             let (num, compact) = match name.strip_suffix(".compact") {
                 Some(n) => (n, true),
                 None => (name.as_str(), false),
             };
             if let Ok(n) = num.parse::<u64>() {
-                files.push((n, compact, entry.path()));
+                files.push((n, compact, dir.join(&name)));
             }
         }
         files.sort();
         for (n, compact, path) in files {
-            let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let text = read_state_file(&path)?.ok_or_else(|| {
+                Error::checkpoint(path.shown(), "disappeared while it was being read")
+            })?;
             let mut lines = text.lines();
             match lines.next() {
                 Some(v) if v.trim().starts_with('v') => {}
                 _ => {
                     return Err(Error::checkpoint(
-                        &path,
+                        path.shown(),
                         "missing version line (expected `v1`)",
                     ))
                 }
@@ -240,11 +237,11 @@ impl FileSource {
             }
             for line in lines.filter(|l| !l.trim().is_empty()) {
                 let v: serde_json::Value = serde_json::from_str(line)
-                    .map_err(|e| Error::checkpoint(&path, format!("bad source log entry: {e}")))?;
+                    .map_err(|e| Error::checkpoint(path.shown(), format!("bad source log entry: {e}")))?;
                 let p = v
                     .get("path")
                     .and_then(|p| p.as_str())
-                    .ok_or_else(|| Error::checkpoint(&path, "source log entry without `path`"))?;
+                    .ok_or_else(|| Error::checkpoint(path.shown(), "source log entry without `path`"))?;
                 let batch = if compact {
                     v.get("batchId").and_then(|b| b.as_u64()).unwrap_or(n)
                 } else {
@@ -365,13 +362,13 @@ impl FileSource {
 /// Writes the source log's entry for `batch` once: like `offsets/N`, a
 /// second writer never replaces it, and an entry already there with other
 /// files is an error (the same files again is a replay, and fine).
-fn write_log_entry(state_dir: &Path, batch: u64, text: &str) -> Result<()> {
-    let path = state_dir.join(batch.to_string());
-    crate::engine::checkpoint::create_private_dir(state_dir)?;
-    match crate::engine::checkpoint::write_once(&path, text.as_bytes())? {
+fn write_log_entry(state_dir: &Location, batch: u64, text: &str) -> Result<()> {
+    let path = state_dir.join(&batch.to_string());
+    state_dir.create_dir()?;
+    match path.write_once(text.as_bytes())? {
         WriteOnce::Written | WriteOnce::Identical => Ok(()),
         WriteOnce::Differs => Err(Error::checkpoint(
-            &path,
+            path.shown(),
             "source log entry already exists with other files (another query may be using this checkpoint)",
         )),
     }
@@ -715,7 +712,7 @@ impl Source for FileSource {
                 return Err(Error::runtime_with_help(
                     format!(
                         "the source log in {} is ahead of the checkpoint's offsets (log batch {last}, next batch {next})",
-                        self.state_dir.display()
+                        self.state_dir
                     ),
                     "the checkpoint was modified by hand: restore it or use a new checkpoint location",
                 ));
@@ -800,7 +797,7 @@ impl Source for FileSource {
         for batch in from..=to {
             let entries = self.log.get(&batch).ok_or_else(|| {
                 Error::checkpoint(
-                    self.state_dir.join(batch.to_string()),
+                    self.state_dir.join(&batch.to_string()).shown(),
                     format!(
                         "the source log has no batch {batch} (offsets ({}, {to}])",
                         from as i64 - 1
@@ -860,7 +857,7 @@ mod log_tests {
                     let (d, barrier) = (d.clone(), barrier.clone());
                     std::thread::spawn(move || {
                         barrier.wait();
-                        write_log_entry(&d, batch, &format!("v1\n{who}"))
+                        write_log_entry(&d.clone().into(), batch, &format!("v1\n{who}"))
                             .is_ok()
                             .then_some(who)
                     })

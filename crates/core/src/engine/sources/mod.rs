@@ -14,13 +14,13 @@
 //! [`SourceContext::base_dir`].
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use arrow::datatypes::SchemaRef;
 
 use crate::connector::SourceRequest;
 use crate::engine::source::{FlowSource, Source, SourceContext};
+use crate::engine::storage::Location;
 use crate::error::{Error, Result};
 use crate::plan::reader::SourceSpec;
 
@@ -149,12 +149,20 @@ pub(crate) fn without_panics<T>(decode: impl FnOnce() -> Result<T>) -> Result<T>
     }
 }
 
-/// Writes `contents` to `path` atomically (temporary file in the same
-/// directory, fsync, rename). Creates the parent directory.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    crate::engine::checkpoint::write_atomic(path, contents)
+/// Replaces the file `path` of a source's checkpoint directory with
+/// `contents` atomically (locally a temporary file renamed into place, in
+/// object storage one put). Creates the parent directory.
+pub fn write_atomic(path: &Location, contents: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        dir.create_dir()?;
+    }
+    path.replace(contents)
+}
+
+/// The text of the file `path` of a source's checkpoint directory; `None`
+/// when it does not exist.
+pub fn read_state_file(path: &Location) -> Result<Option<String>> {
+    path.read_text("restore the checkpoint, or reset the flow with `--full-refresh`")
 }
 
 /// Resolves a user path against the base directory; strips a `file:` scheme.

@@ -21,7 +21,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde_json::json;
 
-use super::{now_ms, write_atomic, Options};
+use super::{now_ms, read_state_file, write_atomic, Options};
 use crate::engine::source::{Offset, ReadBatch, Source, SourceContext};
 use crate::error::{Error, Result};
 
@@ -206,13 +206,13 @@ fn conform(a: ArrayRef, dt: &DataType) -> Result<ArrayRef> {
 
 fn start_time(ctx: &SourceContext) -> Result<i64> {
     let path = ctx.state_dir.join("rate-start.json");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Some(text) = read_state_file(&path)? {
         let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::checkpoint(&path, format!("not JSON: {e}")))?;
+            .map_err(|e| Error::checkpoint(path.shown(), format!("not JSON: {e}")))?;
         return v
             .get("startTimeMs")
             .and_then(|t| t.as_i64())
-            .ok_or_else(|| Error::checkpoint(&path, "no `startTimeMs`"));
+            .ok_or_else(|| Error::checkpoint(path.shown(), "no `startTimeMs`"));
     }
     let now = now_ms();
     write_atomic(&path, json!({ "startTimeMs": now }).to_string().as_bytes())?;

@@ -1,0 +1,302 @@
+//! Files in object storage (`s3://bucket/prefix`) through the `object_store`
+//! crate, the one delta-rs uses. There is no rename and no hard link there:
+//! a write-once is a conditional put (`If-None-Match: *`), which the store
+//! refuses when the key exists, so two writers never both win; a replace is
+//! a plain put (atomic per object).
+//!
+//! Credentials and the endpoint come from the environment, as the AWS tools
+//! and delta-rs read them (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`
+//! for a local endpoint); nothing of them is written to a checkpoint.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::StreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+
+use super::WriteOnce;
+use crate::error::{Error, Result};
+
+/// What to check when object storage cannot be reached or refuses a request.
+const HELP: &str = "check the endpoint and credentials in the environment (AWS_ENDPOINT_URL, \
+     AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; AWS_ALLOW_HTTP=true for an http:// \
+     endpoint) and that the bucket exists";
+
+/// A key in object storage: the store (`s3://bucket`) and the key under it
+/// (`a/b`, no leading or trailing slash; empty for the bucket's root).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// `scheme://bucket`.
+    pub store: String,
+    /// The key, segments joined by `/`.
+    pub key: String,
+}
+
+impl ObjectKey {
+    /// `s3://bucket/a/b` (or `s3://bucket` for the root).
+    pub fn url(&self) -> String {
+        if self.key.is_empty() {
+            self.store.clone()
+        } else {
+            format!("{}/{}", self.store, self.key)
+        }
+    }
+
+    fn path(&self) -> ObjectPath {
+        ObjectPath::from_iter(self.key.split('/').filter(|s| !s.is_empty()))
+    }
+}
+
+/// The stores opened so far, one per bucket.
+fn stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    STORES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The store of `store` (`s3://bucket`), built from the environment the
+/// first time.
+pub(crate) fn store_for(store: &str) -> Result<Arc<dyn ObjectStore>> {
+    let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = map.get(store) {
+        return Ok(s.clone());
+    }
+    let built = AmazonS3Builder::from_env()
+        .with_url(store)
+        .build()
+        .map_err(|e| {
+            Error::external_with_help(format!("cannot open object storage {store}"), HELP, e)
+        })?;
+    let built: Arc<dyn ObjectStore> = Arc::new(built);
+    map.insert(store.to_string(), built.clone());
+    Ok(built)
+}
+
+/// Runs an object-store future to completion from synchronous code, also
+/// when called from inside the engine's own tokio runtime (on a helper
+/// thread, so no runtime is started inside another).
+pub(crate) fn block_on<F: Future + Send>(fut: F) -> F::Output
+where
+    F::Output: Send,
+{
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    let rt = RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("pipelines-object-store")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for object storage")
+    });
+    if tokio::runtime::Handle::try_current().is_err() {
+        return rt.block_on(fut);
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| rt.block_on(fut))
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+fn failed(what: &str, key: &ObjectKey, e: object_store::Error) -> Error {
+    Error::external_with_help(format!("cannot {what} {}", key.url()), HELP, e)
+}
+
+/// A failed put: "not found" there means the bucket is missing.
+fn write_failed(key: &ObjectKey, e: object_store::Error) -> Error {
+    if matches!(e, object_store::Error::NotFound { .. }) {
+        let bucket = key.store.split("://").nth(1).unwrap_or(&key.store);
+        return Error::runtime_with_help(
+            format!("cannot write {}: the bucket `{bucket}` does not exist", key.url()),
+            "create the bucket, or point the location at one that exists (and check \
+             AWS_ENDPOINT_URL: another endpoint has other buckets)",
+        );
+    }
+    failed("write", key, e)
+}
+
+/// The bytes of `key`; `None` when it does not exist.
+pub(crate) fn read(key: &ObjectKey) -> Result<Option<Vec<u8>>> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        match store.get(&path).await {
+            Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+    .map_err(|e| failed("read", key, e))
+}
+
+/// Creates `key` with `bytes` unless it exists (a conditional put).
+pub(crate) fn write_once(key: &ObjectKey, bytes: &[u8]) -> Result<WriteOnce> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    let payload = PutPayload::from(bytes.to_vec());
+    let opts = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    let put = block_on(async move { store.put_opts(&path, payload, opts).await });
+    match put {
+        Ok(_) => Ok(WriteOnce::Written),
+        Err(object_store::Error::AlreadyExists { .. }) => match read(key)? {
+            Some(existing) if existing == bytes => Ok(WriteOnce::Identical),
+            _ => Ok(WriteOnce::Differs),
+        },
+        Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::external_with_help(
+            format!("cannot write {} once: the store has no conditional put", key.url()),
+            "use a store with conditional writes (S3 and its compatible servers support \
+             `If-None-Match: *`), and leave AWS_CONDITIONAL_PUT at its default (`etag`)",
+            e,
+        )),
+        Err(e) => Err(write_failed(key, e)),
+    }
+}
+
+/// The version of an object a conditional replace expects (its ETag).
+#[derive(Clone, Debug)]
+pub struct Version(UpdateVersion);
+
+/// The bytes of `key` and their version; `None` when it does not exist.
+pub(crate) fn read_versioned(key: &ObjectKey) -> Result<Option<(Vec<u8>, Version)>> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        match store.get(&path).await {
+            Ok(got) => {
+                let version = UpdateVersion {
+                    e_tag: got.meta.e_tag.clone(),
+                    version: got.meta.version.clone(),
+                };
+                let bytes = got.bytes().await?;
+                Ok(Some((bytes.to_vec(), Version(version))))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+    .map_err(|e| failed("read", key, e))
+}
+
+/// Writes `bytes` to `key` only if it is still at `expected` (absent when
+/// `None`): the new version when this write won, `None` when another
+/// writer changed the object first.
+pub(crate) fn write_if(
+    key: &ObjectKey,
+    bytes: &[u8],
+    expected: Option<&Version>,
+) -> Result<Option<Version>> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    let payload = PutPayload::from(bytes.to_vec());
+    let opts = PutOptions {
+        mode: match expected {
+            None => PutMode::Create,
+            Some(v) => PutMode::Update(v.0.clone()),
+        },
+        ..Default::default()
+    };
+    match block_on(async move { store.put_opts(&path, payload, opts).await }) {
+        Ok(put) => Ok(Some(Version(UpdateVersion {
+            e_tag: put.e_tag,
+            version: put.version,
+        }))),
+        Err(object_store::Error::AlreadyExists { .. })
+        | Err(object_store::Error::Precondition { .. }) => Ok(None),
+        Err(e) => Err(write_failed(key, e)),
+    }
+}
+
+/// Replaces `key` with `bytes` (a plain put: atomic per object).
+pub(crate) fn replace(key: &ObjectKey, bytes: &[u8]) -> Result<()> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    let payload = PutPayload::from(bytes.to_vec());
+    block_on(async move { store.put(&path, payload).await })
+        .map(|_| ())
+        .map_err(|e| write_failed(key, e))
+}
+
+/// Whether `key` exists.
+pub(crate) fn exists(key: &ObjectKey) -> Result<bool> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        match store.head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    })
+    .map_err(|e| failed("look up", key, e))
+}
+
+/// Deletes `key`; `false` when it did not exist.
+pub(crate) fn remove(key: &ObjectKey) -> Result<bool> {
+    if !exists(key)? {
+        return Ok(false);
+    }
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        match store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    })
+    .map(|()| true)
+    .map_err(|e| failed("delete", key, e))
+}
+
+/// The names of the objects directly under `key` (as a directory), sorted.
+pub(crate) fn list(key: &ObjectKey) -> Result<Vec<String>> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    let listed = block_on(async move { store.list_with_delimiter(Some(&path)).await })
+        .map_err(|e| failed("list", key, e))?;
+    let mut names: Vec<String> = listed
+        .objects
+        .iter()
+        .filter_map(|o| o.location.filename().map(str::to_string))
+        .collect();
+    names.sort_unstable();
+    Ok(names)
+}
+
+/// True when no object is under `key` (as a directory).
+pub(crate) fn is_empty(key: &ObjectKey) -> Result<bool> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        let mut listed = store.list(Some(&path));
+        match listed.next().await {
+            None => Ok(true),
+            Some(Ok(_)) => Ok(false),
+            Some(Err(e)) => Err(e),
+        }
+    })
+    .map_err(|e| failed("list", key, e))
+}
+
+/// Deletes every object under `key` (as a directory).
+pub(crate) fn remove_all(key: &ObjectKey) -> Result<()> {
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    block_on(async move {
+        let locations = store.list(Some(&path)).map(|m| m.map(|m| m.location)).boxed();
+        let mut deleted = store.delete_stream(locations);
+        while let Some(r) = deleted.next().await {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| failed("delete", key, e))
+}

@@ -1,0 +1,122 @@
+//! What a checkpoint in object storage costs per micro-batch, against the
+//! same flow with its checkpoint on the local disk.
+//!
+//! ```text
+//! PIPELINES_PYTHON=<python with moto[server]> cargo run --release --example bench_object_storage
+//! ... -- --quick    # 20 batches, 3 runs (used by the test script)
+//! ... -- --runs 7   # runs per side (alternating local / S3), medians
+//! ```
+//!
+//! The S3 endpoint is a moto server (PyPI `moto[server]`) started as a
+//! process on a loopback port, so the figure is the engine's own cost of
+//! object storage (requests per batch, conditional puts, listings) plus a
+//! local server's latency, not a network's. Workloads: one one-line JSON
+//! file per batch into a Parquet table, stateless (offsets, source log,
+//! commit per batch) and a windowed count with a watermark (plus a state
+//! file per batch).
+
+use std::path::Path;
+
+use pipelines as dp;
+use pipelines::engine::runtime::{run, RunOptions};
+use pipelines::prelude::*;
+use pipelines_test_support::bench_data::{self, median};
+use pipelines_test_support::s3::S3Server;
+
+/// Runs `query` over one file per batch into a fresh Parquet table, its
+/// checkpoint at `checkpoint` (`None`: under the local storage); returns
+/// milliseconds per batch.
+fn per_batch_ms(
+    work: &Path,
+    checkpoint: Option<&str>,
+    query: fn(&Session) -> Result<DataFrame>,
+) -> Result<f64> {
+    let storage = work.join("storage");
+    let _ = std::fs::remove_dir_all(&storage);
+    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
+    if let Some(c) = checkpoint {
+        spec_text.push_str(&format!(
+            "flows:\n  bench_flow:\n    options:\n      checkpointLocation: {c}\n"
+        ));
+    }
+    let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
+    let p = dp::Pipeline::new()
+        .append_flow("bench_flow", "out", query)
+        .create_streaming_table(
+            "out",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
+    let t = std::time::Instant::now();
+    let summary = run(&graph, &RunOptions::new(work, &storage))?;
+    let secs = t.elapsed().as_secs_f64();
+    Ok(secs * 1000.0 / summary.flows[0].batches.max(1) as f64)
+}
+
+fn input() -> String {
+    std::env::var("BENCH_INPUT").unwrap_or_default()
+}
+
+fn stateless(s: &Session) -> Result<DataFrame> {
+    bench_data::read_events(s, Path::new(&input()), "json", Some(1))?
+        .select_expr(["ts", "user_id", "value"])
+}
+
+fn windowed(s: &Session) -> Result<DataFrame> {
+    bench_data::read_events(s, Path::new(&input()), "json", Some(1))?
+        .with_watermark("ts", "10 minutes")?
+        .group_by([tumbling_window(col("ts"), "10 minutes")])
+        .count()
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if quick { 3 } else { 5 });
+    let Some(server) = S3Server::shared() else {
+        println!("skipped: no Python with moto[server] (set PIPELINES_PYTHON)");
+        return Ok(());
+    };
+    for (k, v) in server.env() {
+        std::env::set_var(k, v);
+    }
+    server.create_bucket("bench");
+    let root = bench_data::bench_root();
+    let n_files: u64 = if quick { 20 } else { 200 };
+    let small = root.join(format!("small-{n_files}"));
+    if !small
+        .join(format!("events-{:04}.json", n_files - 1))
+        .exists()
+    {
+        let _ = std::fs::remove_dir_all(&small);
+        bench_data::generate_json(&small, n_files, n_files).map_err(|e| dp::Error::io(&small, e))?;
+    }
+    std::env::set_var("BENCH_INPUT", &small);
+    let work = root.join("work-object-storage");
+    std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
+
+    println!("checkpoint per micro-batch ({n_files} batches of 1 row, {runs} runs each side, alternating; medians)");
+    println!("workload             local disk ms   S3 (moto, loopback) ms   ratio");
+    for (label, query) in [
+        ("stateless copy", stateless as fn(&Session) -> Result<DataFrame>),
+        ("windowed count", windowed),
+    ] {
+        let (mut local, mut remote) = (Vec::new(), Vec::new());
+        for run_no in 0..runs {
+            local.push(per_batch_ms(&work, None, query)?);
+            let ckpt = format!("s3://bench/{}/{run_no}", label.replace(' ', "-"));
+            remote.push(per_batch_ms(&work, Some(&ckpt), query)?);
+        }
+        let (l, r) = (median(local), median(remote));
+        println!("{label:<20} {l:>13.2} {r:>24.2} {:>7.1}x", r / l);
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! Checkpoints in object storage, against a real S3-compatible server
+//! (moto's, a process on a loopback port; `scripts/test` installs it and
+//! sets `PIPELINES_REQUIRE_S3=1`): the offset and commit logs, state files
+//! and source logs as objects; write-once by conditional put, so of many
+//! concurrent writers of one batch exactly one wins; the lease that stands
+//! for `flock`; a pipeline whose checkpoints are on `s3://` stopped midway
+//! and resumed, and its errors.
+
+use std::path::Path;
+use std::sync::{Arc, Barrier, OnceLock};
+
+use pipelines as dp;
+use pipelines::engine::checkpoint::{lock_checkpoint, Checkpoint, CommitEntry, OffsetEntry};
+use pipelines::engine::runtime::{inject_failure, run, RunOptions};
+use pipelines::engine::storage::{Location, WriteOnce};
+use pipelines::prelude::*;
+use pipelines_test_support::s3::S3Server;
+
+/// The shared server with the process's AWS_* variables pointing at it;
+/// `None` (the test is skipped) when moto is not installed, unless
+/// `PIPELINES_REQUIRE_S3` says it must be.
+fn s3() -> Option<&'static S3Server> {
+    static ENV: OnceLock<()> = OnceLock::new();
+    let Some(server) = S3Server::shared() else {
+        assert!(
+            std::env::var_os("PIPELINES_REQUIRE_S3").is_none(),
+            "PIPELINES_REQUIRE_S3 is set but no Python with moto.server was found \
+             (PIPELINES_PYTHON); scripts/test installs it"
+        );
+        eprintln!("skipped: no moto.server (set PIPELINES_PYTHON to a Python with moto[server])");
+        return None;
+    };
+    ENV.get_or_init(|| {
+        for (k, v) in server.env() {
+            std::env::set_var(k, v);
+        }
+    });
+    Some(server)
+}
+
+/// A bucket of the test's own.
+fn bucket(server: &S3Server, name: &str) -> Location {
+    server.create_bucket(name);
+    Location::parse(&format!("s3://{name}"), Path::new("/")).unwrap()
+}
+
+fn offsets(ms: i64) -> OffsetEntry {
+    OffsetEntry {
+        batch_watermark_ms: 0,
+        batch_timestamp_ms: ms,
+        conf: Default::default(),
+        sources: vec![Some(serde_json::json!({"logOffset": 0}))],
+    }
+}
+
+#[test]
+fn the_logs_are_objects_in_spark_s_format() {
+    let Some(server) = s3() else { return };
+    let root = bucket(server, "logs");
+    let dir = root.join("ckpt").join("flow");
+    let c = Checkpoint::open(&dir).unwrap();
+    c.write_offsets(0, &offsets(1)).unwrap();
+    c.write_commit(
+        0,
+        &CommitEntry {
+            next_batch_watermark_ms: 5,
+            sink_rows: Some(3),
+        },
+    )
+    .unwrap();
+    c.write_offsets(1, &offsets(2)).unwrap();
+    assert_eq!(
+        String::from_utf8(dir.join("offsets").join("0").read().unwrap().unwrap()).unwrap(),
+        "v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":1,\"conf\":{}}\n{\"logOffset\":0}"
+    );
+    assert_eq!(
+        String::from_utf8(dir.join("commits").join("0").read().unwrap().unwrap()).unwrap(),
+        "v1\n{\"nextBatchWatermarkMs\":5,\"pipelinesSinkRows\":3}"
+    );
+    // Reopened: the same query id, the same logs.
+    let again = Checkpoint::open(&dir).unwrap();
+    assert_eq!(again.query_id(), c.query_id());
+    assert_eq!(again.latest_offsets().unwrap().unwrap().0, 1);
+    assert_eq!(again.latest_commit().unwrap().unwrap().0, 0);
+    assert_eq!(again.dir().to_string(), "s3://logs/ckpt/flow");
+    assert_eq!(dir.join("offsets").list().unwrap(), ["0", "1"]);
+    // Retention deletes the old objects.
+    assert_eq!(again.purge(1).unwrap(), 2);
+    assert_eq!(dir.join("offsets").list().unwrap(), ["1"]);
+    assert!(dir.join("commits").list().unwrap().is_empty());
+    // Writing a batch again with other offsets is refused, naming the object.
+    let err = again.write_offsets(1, &offsets(3)).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "checkpoint file s3://logs/ckpt/flow/offsets/1: batch 1 already has offsets that differ \
+         from the ones being written; the offset log is write-once (is another run of this flow \
+         using the same checkpoint?)"
+    );
+}
+
+#[test]
+fn of_concurrent_writers_of_one_batch_exactly_one_wins() {
+    let Some(server) = s3() else { return };
+    let key = bucket(server, "race").join("offsets").join("7");
+    let writers = 8;
+    let barrier = Arc::new(Barrier::new(writers));
+    let outcomes: Vec<WriteOnce> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..writers)
+            .map(|i| {
+                let (key, barrier) = (key.clone(), barrier.clone());
+                s.spawn(move || {
+                    barrier.wait();
+                    key.write_once(format!("writer {i}").as_bytes()).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<usize> = (0..writers)
+        .filter(|i| outcomes[*i] == WriteOnce::Written)
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == WriteOnce::Differs).count(),
+        writers - 1
+    );
+    assert_eq!(
+        key.read().unwrap().unwrap(),
+        format!("writer {}", winners[0]).into_bytes()
+    );
+    // The same bytes again are recognised as the same write (a replay).
+    assert_eq!(
+        key.write_once(format!("writer {}", winners[0]).as_bytes()).unwrap(),
+        WriteOnce::Identical
+    );
+}
+
+#[test]
+fn the_lease_refuses_a_second_run_and_frees_a_dead_one_s() {
+    let Some(server) = s3() else { return };
+    let root = bucket(server, "lease");
+    let dir = root.join("checkpoints").join("f");
+    let held = lock_checkpoint(&dir).unwrap();
+    let lease = root.join("checkpoints").join("f.lock");
+    assert!(lease.exists().unwrap());
+    let err = lock_checkpoint(&dir).unwrap_err().to_string();
+    let holder = format!(
+        "the checkpoint s3://lease/checkpoints/f is in use by another run (pid {} on ",
+        std::process::id()
+    );
+    assert!(err.starts_with(&holder), "{err}");
+    assert!(
+        err.ends_with(
+            "help: wait for that run to finish or stop it; two runs of one flow would write \
+             the same batches twice (a lease nobody renews expires after 60 s)"
+        ),
+        "{err}"
+    );
+    drop(held);
+    assert!(!lease.exists().unwrap(), "released on drop");
+    // A lease left by a process of this machine that is gone (SIGKILL)
+    // is taken at once.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let host = String::from_utf8(std::process::Command::new("hostname").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let stale = serde_json::json!({
+        "pid": pid,
+        "host": host,
+        "since": "2026-01-01T00:00:00Z",
+        "renewed_ms": chrono::Utc::now().timestamp_millis(),
+    });
+    lease.replace(stale.to_string().as_bytes()).unwrap();
+    let taken = lock_checkpoint(&dir).unwrap();
+    let now: serde_json::Value = serde_json::from_slice(&lease.read().unwrap().unwrap()).unwrap();
+    assert_eq!(now["pid"], std::process::id());
+    drop(taken);
+}
+
+fn events(s: &Session) -> Result<DataFrame> {
+    s.read_stream()
+        .format("json")
+        .schema("ts TIMESTAMP, user STRING")
+        .option("maxFilesPerTrigger", "1")
+        .load("in")?
+        .with_watermark("ts", "10 minutes")?
+        .group_by([tumbling_window(col("ts"), "10 minutes"), col("user")])
+        .count()
+}
+
+fn write_input(dir: &Path, name: &str, lines: &[&str]) {
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    std::fs::write(dir.join("in").join(name), lines.join("\n") + "\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(15));
+}
+
+/// `user,count` of every row in the Delta table `counts`.
+fn counts(dir: &Path) -> Vec<String> {
+    let table = dir.join("storage/tables/counts");
+    let mut rows = Vec::new();
+    for b in dp::delta::read_table(&table).unwrap().unwrap_or_default() {
+        let user = b.column_by_name("user").unwrap();
+        let user = arrow::compute::cast(user, &arrow::datatypes::DataType::Utf8).unwrap();
+        let user = user
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        let n = b.column_by_name("count").unwrap();
+        let n = n.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        for i in 0..b.num_rows() {
+            rows.push(format!("{},{}", user.value(i), n.value(i)));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_stateful_flow_with_its_checkpoint_on_s3_resumes_where_it_stopped() {
+    let Some(server) = s3() else { return };
+    server.create_bucket("resume");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let yml = "name: s3ckpt\nstorage: ./storage\nflows:\n  count_users:\n    options:\n      checkpointLocation: s3://resume/ckpt/count_users\n";
+    std::fs::write(dir.join("pipeline.yml"), yml).unwrap();
+    let spec = dp::spec::parse_str(yml, &dir.join("pipeline.yml")).unwrap();
+    let p = dp::Pipeline::new()
+        .create_streaming_table("counts", dp::TableOptions::default())
+        .append_flow("count_users", "counts", events);
+    write_input(dir, "0.json", &[r#"{"ts":"2024-01-01T00:01:00","user":"a"}"#, r#"{"ts":"2024-01-01T00:02:00","user":"b"}"#]);
+    write_input(dir, "1.json", &[r#"{"ts":"2024-01-01T00:03:00","user":"a"}"#]);
+    write_input(dir, "2.json", &[r#"{"ts":"2024-01-01T00:25:00","user":"c"}"#]);
+    write_input(dir, "3.json", &[r#"{"ts":"2024-01-01T00:40:00","user":"c"}"#]);
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    let opts = RunOptions::new(dir, dir.join("storage"));
+    // Batch 2 fails after its offsets are written: the next run replays it
+    // from the offsets and state in the bucket.
+    inject_failure("count_users", "before_commit", 2);
+    let err = run(&graph, &opts).unwrap_err().to_string();
+    assert_eq!(err, "flow `count_users`: injected failure at before_commit of batch 2");
+    let ckpt = Location::parse("s3://resume/ckpt/count_users", dir).unwrap();
+    assert_eq!(ckpt.join("offsets").list().unwrap(), ["0", "1", "2"]);
+    assert_eq!(ckpt.join("commits").list().unwrap(), ["0", "1"]);
+    assert_eq!(ckpt.join("sources").join("0").list().unwrap(), ["0", "1", "2"]);
+    assert!(!ckpt.join("state").is_empty_dir().unwrap());
+    let summary = run(&graph, &opts).unwrap();
+    assert_eq!(summary.flows[0].replayed, 1);
+    // Append mode: a window is written once the watermark (max event time
+    // seen - 10 min, in force from the next batch) passes its end. Batch 3
+    // runs with 00:15 (from batch 2's 00:25) and writes [00:00, 00:10);
+    // its 00:40 moves the watermark to 00:30, so a batch without new data
+    // (batch 4) writes [00:20, 00:30). [00:40, 00:50) stays open.
+    assert_eq!(counts(dir), ["a,2", "b,1", "c,1"]);
+    assert_eq!(ckpt.join("commits").list().unwrap(), ["0", "1", "2", "3", "4"]);
+    // Nothing of the checkpoint is on the local disk.
+    assert!(!dir.join("storage/checkpoints").exists());
+}
+
+#[test]
+fn a_bucket_that_does_not_exist_is_an_error_naming_the_object() {
+    let Some(_server) = s3() else { return };
+    let dir = Location::parse("s3://no-such-bucket/ckpt", Path::new("/")).unwrap();
+    let err = Checkpoint::open(&dir).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "cannot write s3://no-such-bucket/ckpt/metadata: the bucket `no-such-bucket` does not \
+         exist\n  help: create the bucket, or point the location at one that exists (and check \
+         AWS_ENDPOINT_URL: another endpoint has other buckets)"
+    );
+}
