@@ -127,7 +127,7 @@ fn run_once(work: &Path, input: &Path, scd: u8, events: u64, keys: u64) -> Resul
                 .unwrap_or(0)
         })
         .unwrap_or(0);
-    let rows: usize = dp::delta::read_table(&storage.join("tables/customers"))?
+    let rows: usize = dp::delta::read_table(storage.join("tables/customers"))?
         .unwrap_or_default()
         .iter()
         .map(|b| b.num_rows())

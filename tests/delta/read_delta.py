@@ -2,7 +2,7 @@
 binding, an independent Delta reader) and prints each table's rows, so the
 Rust tests and scripts/test can check it sees exactly the rows we committed.
 
-usage: python read_delta.py <table dir>...
+usage: python read_delta.py <table dir or s3:// URL>...
 Prints one JSON object: {"<table dir>": {"version": v, "rows": [...]}}, rows
 sorted, each a list of column values in the table's column order, with
 timestamps as microseconds since the epoch (UTC), structs as lists of their
@@ -36,8 +36,18 @@ def canon(v):
     return v
 
 
+def storage_options(path):
+    """For an `s3://` table: the endpoint and credentials from the same
+    AWS_* variables the pipeline reads."""
+    if not path.startswith(("s3://", "s3a://")):
+        return None
+    keys = ["AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY", "AWS_ALLOW_HTTP"]
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
 def read(path):
-    dt = DeltaTable(path)
+    dt = DeltaTable(path, storage_options=storage_options(path))
     table = dt.to_pyarrow_table()
     names = table.column_names
     rows = [[canon(r[n]) for n in names] for r in table.to_pylist()]

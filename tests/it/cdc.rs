@@ -37,14 +37,14 @@ fn lines(batches: &[RecordBatch]) -> Vec<String> {
 }
 
 fn table(dir: &Path, name: &str) -> Vec<String> {
-    let batches = dp::delta::read_table(&dir.join("storage/tables").join(name))
+    let batches = dp::delta::read_table(dir.join("storage/tables").join(name))
         .unwrap()
         .unwrap_or_else(|| panic!("table `{name}` was not written"));
     lines(&batches)
 }
 
 fn columns(dir: &Path, name: &str) -> Vec<String> {
-    let batches = dp::delta::read_table(&dir.join("storage/tables").join(name))
+    let batches = dp::delta::read_table(dir.join("storage/tables").join(name))
         .unwrap()
         .unwrap();
     batches[0]

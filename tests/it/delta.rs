@@ -345,7 +345,7 @@ fn sink_ctx(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        path: Some(path.to_path_buf()),
+        path: Some(path.into()),
         partition_cols: vec![],
         merge_keys: vec![],
         schema,

@@ -133,7 +133,7 @@ fn a_run_logs_its_definitions_states_and_batches_in_order() {
     assert_ne!(&second.origin.update_id, update);
 
     // The event log table holds the same events, one row each.
-    let table = dp::delta::read_table(&dir.join("storage/system/event_log"))
+    let table = dp::delta::read_table(dir.join("storage/system/event_log"))
         .unwrap()
         .unwrap();
     let mut rows: Vec<(i64, String, Option<String>, Option<i64>)> = Vec::new();

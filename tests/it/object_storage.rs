@@ -271,3 +271,106 @@ fn a_bucket_that_does_not_exist_is_an_error_naming_the_object() {
          AWS_ENDPOINT_URL: another endpoint has other buckets)"
     );
 }
+
+/// `id,name` rows of a Delta table read by the `deltalake` Python package
+/// from the same endpoint (the AWS_* variables), sorted.
+fn python_rows(table: &str) -> Vec<String> {
+    let python = std::env::var("PIPELINES_PYTHON").expect("PIPELINES_PYTHON");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta/read_delta.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(table)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut rows: Vec<String> = v[table]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{},{}", r[0], r[1].as_str().unwrap()))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// `id,name` rows of a Delta table read by our reader.
+fn our_rows(table: &Location) -> Vec<String> {
+    let mut rows = Vec::new();
+    for b in dp::delta::read_table(table).unwrap().unwrap_or_default() {
+        let id = b.column_by_name("id").unwrap();
+        let id = id.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        let name = b.column_by_name("name").unwrap();
+        let name = name
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        for i in 0..b.num_rows() {
+            rows.push(format!("{},{}", id.value(i), name.value(i)));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+#[test]
+fn delta_tables_in_a_bucket_chain_exactly_once() {
+    let Some(server) = s3() else { return };
+    server.create_bucket("lake");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let yml = "name: lake\nstorage: ./storage\n";
+    let spec = dp::spec::parse_str(yml, &dir.join("pipeline.yml")).unwrap();
+    let table = |path: &str| dp::TableOptions {
+        path: Some(path.into()),
+        ..Default::default()
+    };
+    let p = dp::Pipeline::new()
+        .create_streaming_table("raw", table("s3://lake/tables/raw"))
+        .create_streaming_table("upper", table("s3://lake/tables/upper"))
+        .append_flow("load_raw", "raw", |s: &Session| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT, name STRING")
+                .option("maxFilesPerTrigger", "1")
+                .load("in")
+        })
+        .append_flow("to_upper", "upper", |s: &Session| {
+            s.read_stream_table("raw")?
+                .select_expr(["id", "upper(name) AS name"])
+        });
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    for f in 0..3 {
+        let lines: Vec<String> = (0..4)
+            .map(|r| format!("{{\"id\":{},\"name\":\"n{}\"}}", f * 10 + r, f * 10 + r))
+            .collect();
+        write_input(dir, &format!("{f}.json"), &lines.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    let opts = RunOptions::new(dir, dir.join("storage"));
+    // The second flow fails once between its Delta commit and its
+    // checkpoint's commit (it reads the three commits of `raw` in one
+    // batch): the replay finds its transaction in the log.
+    inject_failure("to_upper", "before_commit", 0);
+    assert!(run(&graph, &opts).is_err());
+    run(&graph, &opts).unwrap();
+    let expected_raw: Vec<String> = {
+        let mut v: Vec<String> = (0..3)
+            .flat_map(|f| (0..4).map(move |r| format!("{},n{}", f * 10 + r, f * 10 + r)))
+            .collect();
+        v.sort();
+        v
+    };
+    let expected_upper: Vec<String> = expected_raw.iter().map(|r| r.to_uppercase()).collect();
+    let raw = Location::parse("s3://lake/tables/raw", dir).unwrap();
+    let upper = Location::parse("s3://lake/tables/upper", dir).unwrap();
+    assert_eq!(our_rows(&raw), expected_raw);
+    assert_eq!(our_rows(&upper), expected_upper);
+    assert!(raw.join("_delta_log").list().unwrap().contains(&"00000000000000000002.json".to_string()));
+    assert!(!dir.join("storage/tables").exists(), "nothing of the tables on the local disk");
+    // An independent reader from the same endpoint sees the same rows.
+    if std::env::var_os("PIPELINES_PYTHON").is_some() {
+        assert_eq!(python_rows("s3://lake/tables/raw"), expected_raw);
+        assert_eq!(python_rows("s3://lake/tables/upper"), expected_upper);
+    }
+}

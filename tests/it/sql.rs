@@ -279,7 +279,7 @@ fn the_sql_project_gives_the_tables_spark_gives() {
         "counts_10m",
         "big_values",
     ] {
-        let batches = dp::delta::read_table(&dir.join("storage/tables").join(table))
+        let batches = dp::delta::read_table(dir.join("storage/tables").join(table))
             .unwrap()
             .unwrap_or_else(|| panic!("table `{table}` was not written"));
         let mut expected: Vec<String> =
@@ -389,7 +389,7 @@ fn run_tables(dir: &Path, tables: &[&str]) -> Vec<Vec<String>> {
     tables
         .iter()
         .map(|t| {
-            let batches = dp::delta::read_table(&dir.join("storage/tables").join(t))
+            let batches = dp::delta::read_table(dir.join("storage/tables").join(t))
                 .unwrap()
                 .unwrap_or_else(|| panic!("table `{t}` was not written"));
             table_lines(&batches)

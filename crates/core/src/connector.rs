@@ -19,7 +19,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use arrow::datatypes::SchemaRef;
 
@@ -241,7 +240,7 @@ pub trait SinkConnector: Sync {
     /// there is no table there yet (then the directory is removed).
     fn truncate(
         &self,
-        path: &Path,
+        path: &crate::engine::storage::Location,
         schema: Option<SchemaRef>,
         partition_cols: &[String],
     ) -> Result<bool> {

@@ -19,6 +19,7 @@ use pipelines_core::engine::connectors::files::infer_file_schema;
 use pipelines_core::engine::connectors::{request_path, require_path, ALL_MODES, APPEND_COMPLETE};
 use pipelines_core::engine::sink::{Sink, SinkContext};
 use pipelines_core::engine::source::Source;
+use pipelines_core::engine::storage::Location;
 use pipelines_core::engine::sources::FileFormat;
 use pipelines_core::error::{PlanError, Result};
 use pipelines_core::formats::OutputMode;
@@ -127,11 +128,11 @@ impl SourceConnector for DeltaConnector {
     }
 
     fn infer_schema(&self, read: &DeclaredRead<'_>) -> std::result::Result<SchemaRef, PlanError> {
-        let path = Path::new(read.path.unwrap_or_default());
-        if crate::table::is_delta_table(path) {
+        let path = Location::parse(read.path.unwrap_or_default(), Path::new(""));
+        if let Some(path) = path.ok().filter(|p| crate::table::is_delta_table(p)) {
             // The table's schema from its log (with partition columns and
             // columns added later), not from one of its files.
-            return crate::table::table_schema(path).map_err(|e| {
+            return crate::table::table_schema(&path).map_err(|e| {
                 PlanError::with_help(
                     format!("cannot read the schema of the {}: {e}", read.describe()),
                     "check the path points at a Delta table (a directory with `_delta_log`)",
@@ -217,7 +218,7 @@ impl SinkConnector for DeltaConnector {
 
     fn truncate(
         &self,
-        path: &Path,
+        path: &Location,
         schema: Option<SchemaRef>,
         partition_cols: &[String],
     ) -> Result<bool> {

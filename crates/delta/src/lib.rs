@@ -9,8 +9,9 @@
 //! feature (on by default) and re-exports it as `pipelines::delta`.
 //!
 //! Modules: [`connector`] (the registration and the options), [`source`],
-//! [`sink`] and [`table`] (opening tables, reading the log and data files;
-//! its helpers are re-exported here).
+//! [`sink`], [`table`] (opening tables, reading the log and data files;
+//! its helpers are re-exported here) and [`storage`] (tables in object
+//! storage, `s3://`).
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
@@ -24,6 +25,7 @@
 pub mod connector;
 pub mod sink;
 pub mod source;
+pub mod storage;
 pub mod table;
 
 pub use connector::DELTA;

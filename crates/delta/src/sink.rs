@@ -22,7 +22,7 @@
 //! `mergeSchema` (`true`: columns new in the stream are added to the table;
 //! a column whose type changed is always an error naming it).
 
-use std::path::PathBuf;
+use pipelines_core::engine::storage::Location;
 use std::time::Duration;
 
 use arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -55,7 +55,7 @@ const MAX_ATTEMPTS: u32 = 20;
 pub struct DeltaSink {
     name: String,
     flow: String,
-    path: PathBuf,
+    path: Location,
     table: DeltaTable,
     query_id: String,
     partition_cols: Vec<String>,
@@ -165,7 +165,7 @@ impl DeltaSink {
                             field.data_type(),
                             self.flow,
                             existing.data_type(),
-                            self.path.display()
+                            self.path.as_text()
                         ),
                         format!(
                             "cast `{}` to {} in the flow's query, or write to a new table (`--full-refresh {}` keeps the old type)",
@@ -192,7 +192,7 @@ impl DeltaSink {
                         .join(", "),
                     self.flow,
                     if new_columns.len() == 1 { "is" } else { "are" },
-                    self.path.display()
+                    self.path.as_text()
                 ),
                 format!(
                     "set the option `mergeSchema: \"true\"` on `{}` to add new columns to the table",
@@ -346,7 +346,7 @@ fn equal(t: Expr, s: Expr, data_type: &DataType) -> Expr {
 }
 
 fn create_table(
-    path: &std::path::Path,
+    path: &Location,
     table: DeltaTable,
     schema: &Schema,
     partition_cols: &[String],
@@ -392,7 +392,7 @@ fn same_type(a: &deltalake::kernel::DataType, b: &deltalake::kernel::DataType) -
 
 impl Sink for DeltaSink {
     fn describe(&self) -> String {
-        format!("delta sink `{}` at {}", self.name, self.path.display())
+        format!("delta sink `{}` at {}", self.name, self.path.as_text())
     }
 
     fn has_batch(&self, batch_id: u64) -> Option<bool> {
@@ -492,7 +492,7 @@ impl DeltaSink {
                             "sink `{}`: writing batch {batch_id} of flow `{}` to the Delta table at {} failed",
                             self.name,
                             self.flow,
-                            self.path.display()
+                            self.path.as_text()
                         ),
                         "check the table is not being rewritten by another job; the batch is retried on the next run",
                         e,

@@ -23,14 +23,14 @@
 //! **Batch** (`read_table`, stream-static joins, `read().format("delta")`):
 //! the rows of the table's latest snapshot.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::datatypes::SchemaRef;
 use serde_json::json;
 
 use crate::table::{self, AddFile};
 use pipelines_core::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
-use pipelines_core::engine::sources::{read_state_file, resolve_path, write_atomic, Options};
+use pipelines_core::engine::sources::{read_state_file, write_atomic, Options};
 use pipelines_core::engine::storage::Location;
 use pipelines_core::error::{Error, Result};
 
@@ -96,7 +96,7 @@ enum Start {
 
 /// A streaming (or whole-table) read of a Delta table.
 pub struct DeltaSource {
-    dir: PathBuf,
+    dir: Location,
     schema: SchemaRef,
     batch: bool,
     start: Start,
@@ -181,7 +181,12 @@ impl DeltaSource {
         ctx: SourceContext,
         batch: bool,
     ) -> Result<DeltaSource> {
-        let dir = resolve_path(&ctx.base_dir, path);
+        let dir = Location::parse(path, &ctx.base_dir).map_err(|e| {
+            Error::runtime_with_help(
+                format!("flow `{}`: delta source: {e}", ctx.flow),
+                "load a local path or an `s3://bucket/prefix` URL",
+            )
+        })?;
         let settings = DeltaSourceOptions::parse(&options)?;
         Ok(DeltaSource {
             dir,
@@ -249,7 +254,7 @@ impl DeltaSource {
                         format!(
                             "`startingVersion` {v} is after the latest version {} of the Delta table at {}",
                             latest.unwrap_or(0),
-                            self.dir.display()
+                            self.dir.as_text()
                         ),
                         "start from an existing version, or use `startingVersion: latest`",
                     ));
@@ -288,7 +293,7 @@ impl DeltaSource {
             _ => Err(Error::runtime_with_help(
                 format!(
                     "version {version} of the Delta table at {} {} rows ({}), which a streaming read cannot pass on as appends",
-                    self.dir.display(),
+                    self.dir.as_text(),
                     if adds.is_empty() { "deletes" } else { "rewrites" },
                     commit.operation.as_deref().unwrap_or("a commit removing files"),
                 ),
@@ -371,7 +376,7 @@ impl Source for DeltaSource {
     }
 
     fn describe(&self) -> String {
-        format!("delta source `{}`", self.dir.display())
+        format!("delta source `{}`", self.dir.as_text())
     }
 
     fn schema(&self) -> SchemaRef {
@@ -452,7 +457,7 @@ impl Source for DeltaSource {
 
 /// True when `path` (relative to `base`) is a Delta table.
 pub fn is_delta_path(base: &Path, path: &str) -> bool {
-    table::is_delta_table(&resolve_path(base, path))
+    Location::parse(path, base).is_ok_and(|l| table::is_delta_table(&l))
 }
 
 #[cfg(test)]
@@ -485,7 +490,7 @@ mod tests {
             name: "t".into(),
             format: "delta".into(),
             options: BTreeMap::new(),
-            path: Some(dir.to_path_buf()),
+            path: Some(dir.into()),
             partition_cols: vec![],
             merge_keys: vec![],
             schema: schema(),
@@ -503,7 +508,7 @@ mod tests {
 
     /// The path (as in the log) of the file commit `version` added.
     fn added(dir: &Path, version: u64) -> String {
-        table::read_commit(dir, version).unwrap().unwrap().adds[0]
+        table::read_commit(&dir.into(), version).unwrap().unwrap().adds[0]
             .log_path
             .clone()
     }

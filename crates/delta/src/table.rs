@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{new_null_array, Array, ArrayRef, StringArray};
@@ -22,6 +21,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use deltalake::DeltaTable;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use pipelines_core::engine::storage::Location;
 use pipelines_core::error::{Error, Result};
 
 /// The directory of a Delta table's transaction log.
@@ -57,8 +57,18 @@ where
     })
 }
 
-/// The `file://` URL of a local table directory (which must exist).
-pub fn table_url(path: &Path) -> Result<url::Url> {
+/// The URL delta-rs opens the table at: `file://` of a local directory
+/// (which must exist), or the `s3://bucket/prefix/` of one in object storage.
+pub fn table_url(path: &Location) -> Result<url::Url> {
+    let path = match path {
+        Location::Local(p) => p,
+        Location::Object(k) => {
+            crate::storage::register();
+            return url::Url::parse(&format!("{}/", k.url())).map_err(|e| {
+                Error::runtime(format!("Delta table {} is not a valid URL: {e}", k.url()))
+            });
+        }
+    };
     let abs = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
     url::Url::from_directory_path(&abs).map_err(|()| {
         Error::runtime(format!(
@@ -69,22 +79,25 @@ pub fn table_url(path: &Path) -> Result<url::Url> {
 }
 
 /// True when `path` holds a Delta table (a `_delta_log` with a commit).
-pub fn is_delta_table(path: &Path) -> bool {
+pub fn is_delta_table(path: impl Into<Location>) -> bool {
     latest_version(path).ok().flatten().is_some()
 }
 
 /// Opens the Delta table at `path` (created as a directory when missing);
 /// the table may have no commit yet (`version()` is `None` then).
-pub fn open_table(path: &Path) -> Result<DeltaTable> {
-    fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+pub fn open_table(path: impl Into<Location>) -> Result<DeltaTable> {
+    let path = &path.into();
+    if let Location::Local(p) = path {
+        fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+    }
     let url = table_url(path)?;
     block_on(async move { DeltaTable::try_from_url(url).await })
         .map_err(|e| delta_error(path, "could not open the Delta table", e))
 }
 
 /// A delta-rs error as ours, naming the table.
-pub fn delta_error(path: &Path, what: &str, e: deltalake::DeltaTableError) -> Error {
-    Error::external(format!("{what} at {}", path.display()), e)
+pub fn delta_error(path: &Location, what: &str, e: deltalake::DeltaTableError) -> Error {
+    Error::external(format!("{what} at {}", path.as_text()), e)
 }
 
 /// True for the errors a concurrent commit causes, after which the write is
@@ -111,7 +124,11 @@ pub fn is_commit_conflict(e: &deltalake::DeltaTableError) -> bool {
 /// takes that schema (the flow's current output, which may have changed).
 /// A directory that is not a Delta table is left alone; returns whether a
 /// table was truncated.
-pub fn truncate(path: &Path, schema: Option<SchemaRef>, partition_cols: &[String]) -> Result<bool> {
+pub fn truncate(
+    path: &Location,
+    schema: Option<SchemaRef>,
+    partition_cols: &[String],
+) -> Result<bool> {
     if !is_delta_table(path) {
         return Ok(false);
     }
@@ -136,18 +153,10 @@ pub fn truncate(path: &Path, schema: Option<SchemaRef>, partition_cols: &[String
 
 /// The newest committed version of the table at `path` (the highest
 /// `_delta_log/<version>.json`), `None` when it has no commit.
-pub fn latest_version(path: &Path) -> Result<Option<u64>> {
-    let log = path.join(LOG_DIR);
-    let entries = match fs::read_dir(&log) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&log, e)),
-    };
+pub fn latest_version(path: impl Into<Location>) -> Result<Option<u64>> {
+    let log = path.into().join(LOG_DIR);
     let mut best = None;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(&log, e))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
+    for name in log.list()? {
         if let Some(stem) = name.strip_suffix(".json") {
             if stem.len() == 20 {
                 if let Ok(v) = stem.parse::<u64>() {
@@ -162,8 +171,8 @@ pub fn latest_version(path: &Path) -> Result<Option<u64>> {
 /// A data file added by a commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddFile {
-    /// Absolute path of the parquet file.
-    pub path: PathBuf,
+    /// Where the parquet file is (an absolute path, or an object).
+    pub path: Location,
     /// The path as written in the log (relative to the table, URL-encoded).
     pub log_path: String,
     /// Partition values by column name (`None`: null).
@@ -201,12 +210,10 @@ impl Commit {
 
 /// Reads commit `version` of the table at `dir`; `None` when that version
 /// is not committed yet.
-pub fn read_commit(dir: &Path, version: u64) -> Result<Option<Commit>> {
-    let file = dir.join(LOG_DIR).join(format!("{version:020}.json"));
-    let text = match fs::read_to_string(&file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&file, e)),
+pub fn read_commit(dir: &Location, version: u64) -> Result<Option<Commit>> {
+    let file = dir.join(LOG_DIR).join(&format!("{version:020}.json"));
+    let Some(text) = file.read_text("the Delta table's log is damaged")? else {
+        return Ok(None);
     };
     let mut commit = Commit {
         version,
@@ -217,7 +224,10 @@ pub fn read_commit(dir: &Path, version: u64) -> Result<Option<Commit>> {
             continue;
         }
         let action: serde_json::Value = serde_json::from_str(line).map_err(|e| {
-            Error::checkpoint(&file, format!("line {} is not a JSON action: {e}", i + 1))
+            Error::checkpoint(
+                file.shown(),
+                format!("line {} is not a JSON action: {e}", i + 1),
+            )
         })?;
         if let Some(add) = action.get("add") {
             if !add
@@ -228,7 +238,7 @@ pub fn read_commit(dir: &Path, version: u64) -> Result<Option<Commit>> {
                 return Err(Error::runtime_with_help(
                     format!(
                         "Delta table at {}: version {version} has a file with a deletion vector, which this reader does not apply",
-                        dir.display()
+                        dir.as_text()
                     ),
                     "disable deletion vectors on the table (`delta.enableDeletionVectors = false`) and rewrite it with OPTIMIZE",
                 ));
@@ -280,14 +290,14 @@ pub fn read_commit(dir: &Path, version: u64) -> Result<Option<Commit>> {
 
 /// The data files of the table's snapshot at `version`, in the order they
 /// were added (replaying the log from version 0).
-pub fn snapshot_files(dir: &Path, version: u64) -> Result<Vec<AddFile>> {
+pub fn snapshot_files(dir: &Location, version: u64) -> Result<Vec<AddFile>> {
     let mut files: Vec<AddFile> = Vec::new();
     for v in 0..=version {
         let Some(commit) = read_commit(dir, v)? else {
             return Err(Error::runtime_with_help(
                 format!(
                     "Delta table at {}: the log has no JSON commit for version {v} (cleaned up or not written yet)",
-                    dir.display()
+                    dir.as_text()
                 ),
                 "read the table from a later version with the `startingVersion` option",
             ));
@@ -301,17 +311,20 @@ pub fn snapshot_files(dir: &Path, version: u64) -> Result<Vec<AddFile>> {
     Ok(files)
 }
 
-/// The absolute path of a file named in the log: relative and
-/// percent-encoded, or an absolute `file://` URI.
-fn resolve_log_path(dir: &Path, log_path: &str) -> PathBuf {
+/// Where a file named in the log is: relative to the table and
+/// percent-encoded, or an absolute `file://` or `s3://` URI.
+fn resolve_log_path(dir: &Location, log_path: &str) -> Location {
     if let Ok(url) = url::Url::parse(log_path) {
         if url.scheme() == "file" {
             if let Ok(p) = url.to_file_path() {
-                return p;
+                return Location::Local(p);
             }
         }
+        if let Ok(Some(key)) = pipelines_core::engine::storage::object_key(&percent_decode(log_path)) {
+            return Location::Object(key);
+        }
     }
-    dir.join(percent_decode(log_path))
+    dir.join(&percent_decode(log_path))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -326,24 +339,44 @@ pub fn read_files(files: &[AddFile], schema: &SchemaRef) -> Result<(Vec<RecordBa
     let mut out = Vec::new();
     let mut bytes = 0;
     for f in files {
-        let file = fs::File::open(&f.path).map_err(|e| Error::io(&f.path, e))?;
         bytes += f.size;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)?
-            .with_batch_size(64 * 1024)
-            .build()?;
-        for batch in reader {
-            let batch = batch?;
+        let batches = match &f.path {
+            Location::Local(p) => {
+                let file = fs::File::open(p).map_err(|e| Error::io(p, e))?;
+                read_parquet(file)?
+            }
+            Location::Object(_) => {
+                let data = f.path.read()?.ok_or_else(|| {
+                    Error::runtime_with_help(
+                        format!("Delta data file {} is missing", f.path),
+                        "the table's log names a file that is gone (vacuumed?); run a full refresh of the reading flow's target",
+                    )
+                })?;
+                read_parquet(bytes::Bytes::from(data))?
+            }
+        };
+        for batch in batches {
             out.push(conform(&batch, &f.partition_values, schema, &f.path)?);
         }
     }
     Ok((out, bytes))
 }
 
+/// Every batch of one Parquet file.
+fn read_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    reader: R,
+) -> Result<Vec<RecordBatch>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(reader)?
+        .with_batch_size(64 * 1024)
+        .build()?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
 fn conform(
     batch: &RecordBatch,
     partition_values: &BTreeMap<String, Option<String>>,
     schema: &SchemaRef,
-    file: &Path,
+    file: &Location,
 ) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let file_schema = batch.schema();
@@ -378,7 +411,7 @@ fn conform(
                 Error::runtime_with_help(
                     format!(
                         "Delta file {}: column `{}` is {} and cannot be read as {}: {e}",
-                        file.display(),
+                        file.as_text(),
                         field.name(),
                         column.data_type(),
                         field.data_type()
@@ -458,17 +491,19 @@ pub fn to_nullable(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatc
 
 /// Reads the current contents of the Delta table at `path` (its latest
 /// snapshot) in the table's own schema. `None` when it is not a Delta table.
-pub fn read_table(path: &Path) -> Result<Option<Vec<RecordBatch>>> {
-    let Some(version) = latest_version(path)? else {
+pub fn read_table(path: impl Into<Location>) -> Result<Option<Vec<RecordBatch>>> {
+    let path: Location = path.into();
+    let Some(version) = latest_version(&path)? else {
         return Ok(None);
     };
-    let schema = table_schema(path)?;
-    let files = snapshot_files(path, version)?;
+    let schema = table_schema(&path)?;
+    let files = snapshot_files(&path, version)?;
     Ok(Some(read_files(&files, &schema)?.0))
 }
 
 /// The Arrow schema of the Delta table at `path`, as delta-rs reads it.
-pub fn table_schema(path: &Path) -> Result<SchemaRef> {
+pub fn table_schema(path: impl Into<Location>) -> Result<SchemaRef> {
+    let path = &path.into();
     let table = open_table(path)?;
     let state = table
         .snapshot()

@@ -215,7 +215,7 @@ pub fn query(table: &Path, sql: &str) -> Result<Vec<RecordBatch>> {
     let scratch = std::env::temp_dir().join(format!("pipelines-events-{}", uuid::Uuid::new_v4()));
     crate::engine::storage::local::create_private_dir(&scratch)?;
     let read = crate::engine::sources::open_table_reader(
-        table,
+        &table.into(),
         format,
         schema(),
         &BTreeMap::new(),
@@ -292,7 +292,7 @@ impl Copier {
                 name: "event_log".into(),
                 format,
                 options: BTreeMap::new(),
-                path: Some(table.to_path_buf()),
+                path: Some(table.into()),
                 partition_cols: Vec::new(),
                 merge_keys: Vec::new(),
                 schema: schema(),

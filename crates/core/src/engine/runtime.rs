@@ -109,12 +109,25 @@ pub struct RunSummary {
     pub flows: Vec<FlowSummary>,
 }
 
-/// The directory of a table: its `path` (resolved against `base_dir`) or `<storage>/tables/<name>`.
-pub fn table_path(dataset: &DatasetNode, opts: &RunOptions) -> PathBuf {
+/// The directory of a table: its `path` (a local path resolved against
+/// `base_dir`, or `s3://bucket/prefix`) or `<storage>/tables/<name>`.
+pub fn table_path(dataset: &DatasetNode, opts: &RunOptions) -> Result<Location> {
     match &dataset.def.path {
-        Some(p) => resolve(&opts.base_dir, p),
-        None => opts.storage.join("tables").join(&dataset.def.name),
+        Some(p) => location_of(p, opts, &format!("table `{}`", dataset.def.name)),
+        None => Ok(Location::Local(
+            opts.storage.join("tables").join(&dataset.def.name),
+        )),
     }
+}
+
+/// The location `text` names for `what` (an error saying so otherwise).
+fn location_of(text: &str, opts: &RunOptions, what: &str) -> Result<Location> {
+    Location::parse(text, &opts.base_dir).map_err(|e| {
+        Error::runtime_with_help(
+            format!("{what}: `path`: {e}"),
+            "give a local path or an `s3://bucket/prefix` URL",
+        )
+    })
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -205,7 +218,7 @@ pub fn full_refresh(graph: &PipelineGraph, opts: &RunOptions) -> Result<Vec<Stri
             remove_pipeline_dir(&dir, Owned::Checkpoint)?;
         }
         if ds.def.dataset_type() != DatasetType::Sink {
-            let path = table_path(ds, opts);
+            let path = table_path(ds, opts)?;
             // A table whose format keeps history (Delta) is truncated in a
             // new version; other tables are removed.
             let truncated = match crate::connector::sink(&ds.format()) {
@@ -623,7 +636,7 @@ fn prepare_checkpoint(
         // A view whose format keeps history (Delta) is overwritten in a
         // new version by its batch; other views are removed first.
         if !keeps_history(&target.format()) {
-            remove_pipeline_dir(table_path(target, opts), Owned::Table)?;
+            remove_pipeline_dir(table_path(target, opts)?, Owned::Table)?;
         }
     }
     Ok((Checkpoint::open(&ckpt_dir)?, lock))
@@ -684,7 +697,7 @@ fn open_leaves(
                         "declare it as a streaming table (#[table]) instead",
                     ));
                 }
-                let path = table_path(dataset, opts);
+                let path = table_path(dataset, opts)?;
                 let format = dataset.format();
                 let mut options = dataset.def.options.clone();
                 options.extend(read_options.clone());
@@ -1553,12 +1566,11 @@ fn sink_context(
     let _ = graph;
     let format = target.format();
     let path = match target.def.dataset_type() {
-        DatasetType::Sink => target
-            .def
-            .options
-            .get("path")
-            .map(|p| resolve(&opts.base_dir, p)),
-        _ => Some(table_path(target, opts)),
+        DatasetType::Sink => match target.def.options.get("path") {
+            Some(p) => Some(location_of(p, opts, &format!("sink `{}`", target.def.name))?),
+            None => None,
+        },
+        _ => Some(table_path(target, opts)?),
     };
     let mut options: BTreeMap<String, String> = target.def.options.clone();
     // A materialized view is recomputed on every run: in a format that keeps

@@ -1,7 +1,6 @@
 //! The contract every sink implements.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 
 use arrow::array::UInt32Array;
 use arrow::compute::take_record_batch;
@@ -21,8 +20,9 @@ pub struct SinkContext {
     pub format: String,
     /// Options (Spark option names), with `${ENV}` already resolved.
     pub options: BTreeMap<String, String>,
-    /// Where data goes, resolved against the spec's directory (file sinks and tables).
-    pub path: Option<PathBuf>,
+    /// Where data goes, resolved against the spec's directory (file sinks
+    /// and tables): a local directory or an `s3://` prefix.
+    pub path: Option<crate::engine::storage::Location>,
     /// Partition columns (file sinks: `partitionBy`).
     pub partition_cols: Vec<String>,
     /// Key columns that make a Delta sink an upsert target (one MERGE per

@@ -180,6 +180,27 @@ impl Location {
         }
     }
 
+    /// The location as text a connector parses back with [`Location::parse`]:
+    /// the path as it is (not shortened), or the URL.
+    pub fn as_text(&self) -> String {
+        match self {
+            Location::Local(p) => p.to_string_lossy().into_owned(),
+            Location::Object(k) => k.url(),
+        }
+    }
+
+    /// The local path, or an error saying that `what` works on the local
+    /// file system only for now and what to do instead.
+    pub fn require_local(&self, what: &str, instead: &str) -> Result<&Path> {
+        match self {
+            Location::Local(p) => Ok(p),
+            Location::Object(k) => Err(Error::runtime_with_help(
+                format!("{what} at {} is not supported in object storage yet", k.url()),
+                instead.to_string(),
+            )),
+        }
+    }
+
     /// The name as a path, for error values that hold a path (an object's
     /// URL as it is written).
     pub fn shown(&self) -> PathBuf {

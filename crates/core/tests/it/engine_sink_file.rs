@@ -47,7 +47,7 @@ fn ctx(format: &str, path: &Path, options: &[(&str, &str)], query_id: &str) -> S
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        path: Some(path.to_path_buf()),
+        path: Some(path.into()),
         partition_cols: vec![],
         merge_keys: vec![],
         schema: schema(),

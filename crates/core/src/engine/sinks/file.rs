@@ -108,6 +108,10 @@ impl FileSink {
                 "set `path:` on the sink (a directory; it is created when missing)",
             ));
         };
+        let path = path.require_local(
+            &format!("sink `{}`: a {} table", ctx.name, format.name()),
+            "keep file tables on the local file system, or store the table as `delta`",
+        )?;
         fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
         let dir = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
         let max_records_per_file = max_records_per_file(&options)?;

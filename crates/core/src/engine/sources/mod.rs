@@ -76,13 +76,13 @@ fn in_flow(flow: String, opened: Result<Box<dyn Source>>) -> Result<Box<dyn Sour
 /// Opens a streaming read of one of the pipeline's own tables at `path`
 /// ([`open_table_reader`] with `streaming` true).
 pub fn open_table_source(
-    path: &Path,
+    path: impl Into<Location>,
     format: &str,
     schema: SchemaRef,
     options: &BTreeMap<String, String>,
     ctx: SourceContext,
 ) -> Result<Box<dyn Source>> {
-    open_table_reader(path, format, schema, options, ctx, true)
+    open_table_reader(&path.into(), format, schema, options, ctx, true)
 }
 
 /// Opens a read of one of the pipeline's own tables at `path` through the
@@ -93,7 +93,7 @@ pub fn open_table_source(
 /// `_spark_metadata` manifest are read, in log order; until the manifest
 /// exists the table has no data.
 pub fn open_table_reader(
-    path: &Path,
+    path: &Location,
     format: &str,
     schema: SchemaRef,
     options: &BTreeMap<String, String>,
@@ -116,7 +116,7 @@ pub fn open_table_reader(
             format!("store the table as {} or {last}", rest.join(", ")),
         ));
     };
-    let path = path.to_string_lossy().into_owned();
+    let path = path.as_text();
     let flow = ctx.flow.clone();
     let opened = connector.open(SourceRequest {
         path: Some(&path),

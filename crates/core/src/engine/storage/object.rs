@@ -58,8 +58,8 @@ fn stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
 }
 
 /// The store of `store` (`s3://bucket`), built from the environment the
-/// first time.
-pub(crate) fn store_for(store: &str) -> Result<Arc<dyn ObjectStore>> {
+/// first time (the Delta connector opens its tables' stores here too).
+pub fn store_for(store: &str) -> Result<Arc<dyn ObjectStore>> {
     let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(s) = map.get(store) {
         return Ok(s.clone());
