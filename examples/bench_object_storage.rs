@@ -97,7 +97,8 @@ fn main() -> Result<()> {
         .exists()
     {
         let _ = std::fs::remove_dir_all(&small);
-        bench_data::generate_json(&small, n_files, n_files).map_err(|e| dp::Error::io(&small, e))?;
+        bench_data::generate_json(&small, n_files, n_files)
+            .map_err(|e| dp::Error::io(&small, e))?;
     }
     std::env::set_var("BENCH_INPUT", &small);
     let work = root.join("work-object-storage");
@@ -106,7 +107,10 @@ fn main() -> Result<()> {
     println!("checkpoint per micro-batch ({n_files} batches of 1 row, {runs} runs each side, alternating; medians)");
     println!("workload             local disk ms   S3 (moto, loopback) ms   ratio");
     for (label, query) in [
-        ("stateless copy", stateless as fn(&Session) -> Result<DataFrame>),
+        (
+            "stateless copy",
+            stateless as fn(&Session) -> Result<DataFrame>,
+        ),
         ("windowed count", windowed),
     ] {
         let (mut local, mut remote) = (Vec::new(), Vec::new());

@@ -522,7 +522,11 @@ fn s3_server() -> Option<&'static pipelines_test_support::s3::S3Server> {
 /// bucket (`flows.<f>.options.checkpointLocation: s3://...`): killed at
 /// `point`, restarted, every table as a clean run's; the restart takes the
 /// dead run's lease at once.
-fn s3_crash_then_recover(server: &pipelines_test_support::s3::S3Server, n: usize, point: &str) -> bool {
+fn s3_crash_then_recover(
+    server: &pipelines_test_support::s3::S3Server,
+    n: usize,
+    point: &str,
+) -> bool {
     let tmp = tempfile::tempdir().unwrap();
     let dir: PathBuf = tmp.path().to_path_buf();
     write_inputs(&dir);
@@ -549,7 +553,9 @@ fn s3_crash_then_recover(server: &pipelines_test_support::s3::S3Server, n: usize
         .filter(|f| dir.join("storage/checkpoints").join(f).exists())
         .count();
     check(
-        &format!("checkpoints on s3://, crash at {point}, restart: every row once, every window once"),
+        &format!(
+            "checkpoints on s3://, crash at {point}, restart: every row once, every window once"
+        ),
         killed
             && recovered.status.success()
             && ids == expected_ids()

@@ -121,7 +121,10 @@ fn of_concurrent_writers_of_one_batch_exactly_one_wins() {
         .collect();
     assert_eq!(winners.len(), 1, "{outcomes:?}");
     assert_eq!(
-        outcomes.iter().filter(|o| **o == WriteOnce::Differs).count(),
+        outcomes
+            .iter()
+            .filter(|o| **o == WriteOnce::Differs)
+            .count(),
         writers - 1
     );
     assert_eq!(
@@ -130,7 +133,8 @@ fn of_concurrent_writers_of_one_batch_exactly_one_wins() {
     );
     // The same bytes again are recognised as the same write (a replay).
     assert_eq!(
-        key.write_once(format!("writer {}", winners[0]).as_bytes()).unwrap(),
+        key.write_once(format!("writer {}", winners[0]).as_bytes())
+            .unwrap(),
         WriteOnce::Identical
     );
 }
@@ -163,10 +167,15 @@ fn the_lease_refuses_a_second_run_and_frees_a_dead_one_s() {
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
-    let host = String::from_utf8(std::process::Command::new("hostname").output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .to_string();
+    let host = String::from_utf8(
+        std::process::Command::new("hostname")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
     let stale = serde_json::json!({
         "pid": pid,
         "host": host,
@@ -209,7 +218,10 @@ fn counts(dir: &Path) -> Vec<String> {
             .downcast_ref::<arrow::array::StringArray>()
             .unwrap();
         let n = b.column_by_name("count").unwrap();
-        let n = n.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        let n = n
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
         for i in 0..b.num_rows() {
             rows.push(format!("{},{}", user.value(i), n.value(i)));
         }
@@ -230,21 +242,46 @@ fn a_stateful_flow_with_its_checkpoint_on_s3_resumes_where_it_stopped() {
     let p = dp::Pipeline::new()
         .create_streaming_table("counts", dp::TableOptions::default())
         .append_flow("count_users", "counts", events);
-    write_input(dir, "0.json", &[r#"{"ts":"2024-01-01T00:01:00","user":"a"}"#, r#"{"ts":"2024-01-01T00:02:00","user":"b"}"#]);
-    write_input(dir, "1.json", &[r#"{"ts":"2024-01-01T00:03:00","user":"a"}"#]);
-    write_input(dir, "2.json", &[r#"{"ts":"2024-01-01T00:25:00","user":"c"}"#]);
-    write_input(dir, "3.json", &[r#"{"ts":"2024-01-01T00:40:00","user":"c"}"#]);
+    write_input(
+        dir,
+        "0.json",
+        &[
+            r#"{"ts":"2024-01-01T00:01:00","user":"a"}"#,
+            r#"{"ts":"2024-01-01T00:02:00","user":"b"}"#,
+        ],
+    );
+    write_input(
+        dir,
+        "1.json",
+        &[r#"{"ts":"2024-01-01T00:03:00","user":"a"}"#],
+    );
+    write_input(
+        dir,
+        "2.json",
+        &[r#"{"ts":"2024-01-01T00:25:00","user":"c"}"#],
+    );
+    write_input(
+        dir,
+        "3.json",
+        &[r#"{"ts":"2024-01-01T00:40:00","user":"c"}"#],
+    );
     let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
     let opts = RunOptions::new(dir, dir.join("storage"));
     // Batch 2 fails after its offsets are written: the next run replays it
     // from the offsets and state in the bucket.
     inject_failure("count_users", "before_commit", 2);
     let err = run(&graph, &opts).unwrap_err().to_string();
-    assert_eq!(err, "flow `count_users`: injected failure at before_commit of batch 2");
+    assert_eq!(
+        err,
+        "flow `count_users`: injected failure at before_commit of batch 2"
+    );
     let ckpt = Location::parse("s3://resume/ckpt/count_users", dir).unwrap();
     assert_eq!(ckpt.join("offsets").list().unwrap(), ["0", "1", "2"]);
     assert_eq!(ckpt.join("commits").list().unwrap(), ["0", "1"]);
-    assert_eq!(ckpt.join("sources").join("0").list().unwrap(), ["0", "1", "2"]);
+    assert_eq!(
+        ckpt.join("sources").join("0").list().unwrap(),
+        ["0", "1", "2"]
+    );
     assert!(!ckpt.join("state").is_empty_dir().unwrap());
     let summary = run(&graph, &opts).unwrap();
     assert_eq!(summary.flows[0].replayed, 1);
@@ -254,7 +291,10 @@ fn a_stateful_flow_with_its_checkpoint_on_s3_resumes_where_it_stopped() {
     // its 00:40 moves the watermark to 00:30, so a batch without new data
     // (batch 4) writes [00:20, 00:30). [00:40, 00:50) stays open.
     assert_eq!(counts(dir), ["a,2", "b,1", "c,1"]);
-    assert_eq!(ckpt.join("commits").list().unwrap(), ["0", "1", "2", "3", "4"]);
+    assert_eq!(
+        ckpt.join("commits").list().unwrap(),
+        ["0", "1", "2", "3", "4"]
+    );
     // Nothing of the checkpoint is on the local disk.
     assert!(!dir.join("storage/checkpoints").exists());
 }
@@ -282,7 +322,11 @@ fn python_rows(table: &str) -> Vec<String> {
         .arg(table)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut rows: Vec<String> = v[table]["rows"]
         .as_array()
@@ -299,7 +343,10 @@ fn our_rows(table: &Location) -> Vec<String> {
     let mut rows = Vec::new();
     for b in dp::delta::read_table(table).unwrap().unwrap_or_default() {
         let id = b.column_by_name("id").unwrap();
-        let id = id.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        let id = id
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
         let name = b.column_by_name("name").unwrap();
         let name = name
             .as_any()
@@ -344,7 +391,11 @@ fn delta_tables_in_a_bucket_chain_exactly_once() {
         let lines: Vec<String> = (0..4)
             .map(|r| format!("{{\"id\":{},\"name\":\"n{}\"}}", f * 10 + r, f * 10 + r))
             .collect();
-        write_input(dir, &format!("{f}.json"), &lines.iter().map(String::as_str).collect::<Vec<_>>());
+        write_input(
+            dir,
+            &format!("{f}.json"),
+            &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
     }
     let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
     let opts = RunOptions::new(dir, dir.join("storage"));
@@ -366,11 +417,82 @@ fn delta_tables_in_a_bucket_chain_exactly_once() {
     let upper = Location::parse("s3://lake/tables/upper", dir).unwrap();
     assert_eq!(our_rows(&raw), expected_raw);
     assert_eq!(our_rows(&upper), expected_upper);
-    assert!(raw.join("_delta_log").list().unwrap().contains(&"00000000000000000002.json".to_string()));
-    assert!(!dir.join("storage/tables").exists(), "nothing of the tables on the local disk");
+    assert!(raw
+        .join("_delta_log")
+        .list()
+        .unwrap()
+        .contains(&"00000000000000000002.json".to_string()));
+    assert!(
+        !dir.join("storage/tables").exists(),
+        "nothing of the tables on the local disk"
+    );
     // An independent reader from the same endpoint sees the same rows.
     if std::env::var_os("PIPELINES_PYTHON").is_some() {
         assert_eq!(python_rows("s3://lake/tables/raw"), expected_raw);
         assert_eq!(python_rows("s3://lake/tables/upper"), expected_upper);
     }
+}
+
+#[test]
+fn dry_run_refuses_what_cannot_live_in_object_storage_yet() {
+    // No server needed: the graph checks the locations before anything runs.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = dp::spec::parse_str(
+        "name: lake\nstorage: ./storage\n",
+        &dir.join("pipeline.yml"),
+    )
+    .unwrap();
+    let p = dp::Pipeline::new()
+        .create_streaming_table(
+            "files",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                path: Some("s3://lake/tables/files".into()),
+                ..Default::default()
+            },
+        )
+        .create_streaming_table(
+            "nowhere",
+            dp::TableOptions {
+                path: Some("s3:///tables".into()),
+                ..Default::default()
+            },
+        )
+        .append_flow("load_files", "files", |s: &Session| {
+            s.read_stream()
+                .format("json")
+                .schema("id BIGINT")
+                .load("s3://lake/in")
+        })
+        .append_flow("load_nowhere", "nowhere", |s: &Session| {
+            s.read_stream().format("rate").load_default()
+        });
+    let diags = p.build(&spec).unwrap_err();
+    let lines: Vec<(String, String)> = diags
+        .iter()
+        .map(|d| (d.message.clone(), d.help.clone().unwrap_or_default()))
+        .collect();
+    assert!(
+        lines.contains(&(
+            "parquet tables in object storage (s3://lake/tables/files) are not supported yet"
+                .into(),
+            "store it as delta there, or keep it on the local file system".into()
+        )),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&(
+            "`path`: `s3:///tables` names no bucket; write `s3://<bucket>/<prefix>`".into(),
+            "give a local path or an `s3://bucket/prefix` URL".into()
+        )),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|(m, h)| m.ends_with(
+            "json sources in object storage (s3://lake/in) are not supported yet"
+        ) && h
+            == "copy the files to the local file system, or read a Delta table there (`format(\"delta\")`)"),
+        "{lines:?}"
+    );
 }

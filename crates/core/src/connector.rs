@@ -216,6 +216,12 @@ pub trait SinkConnector: Sync {
         false
     }
 
+    /// True when the sink writes to object storage (`s3://` paths) as well
+    /// as to local directories.
+    fn writes_object_storage(&self) -> bool {
+        false
+    }
+
     /// How strongly this format claims to be the default storage of
     /// tables declared without `format:`: of the table formats linked in,
     /// the one with the highest preference is the default (Delta over

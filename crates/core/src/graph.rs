@@ -172,6 +172,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
         cdc_layouts: BTreeMap::new(),
     };
     b.check_formats();
+    b.check_locations();
     b.check_flow_settings();
     b.output_modes();
     b.sql_names_ignoring_case();
@@ -367,6 +368,61 @@ impl Build<'_> {
                         .subject(d.subject())
                         .origin(d.origin.clone()),
                 );
+            }
+        }
+    }
+
+    /// Each table's and sink's `path` is a location, and one in object
+    /// storage is written by a format that can write there.
+    fn check_locations(&mut self) {
+        let Build {
+            datasets, diags, ..
+        } = self;
+        for d in datasets.values() {
+            let path = match d.dataset_type() {
+                DatasetType::TemporaryView => continue,
+                DatasetType::Sink => d.options.get("path").or(d.path.as_ref()),
+                _ => d.path.as_ref(),
+            };
+            let Some(path) = path else { continue };
+            let norm = match &d.format {
+                Some(f) => crate::connector::normalize(f),
+                None if d.dataset_type() == DatasetType::Sink => continue,
+                None => crate::connector::default_table_format().to_string(),
+            };
+            let Some(sink) = crate::connector::sink(&norm) else {
+                continue;
+            };
+            match crate::engine::storage::object_key(path) {
+                Err(why) => diags.push(
+                    Diagnostic::new(format!("`path`: {why}"))
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help("give a local path or an `s3://bucket/prefix` URL"),
+                ),
+                Ok(Some(key)) if !sink.writes_object_storage() => {
+                    let capable: Vec<&str> = crate::connector::sink_names()
+                        .into_iter()
+                        .filter(|n| {
+                            crate::connector::sink(n).is_some_and(|c| c.writes_object_storage())
+                        })
+                        .collect();
+                    diags.push(
+                        Diagnostic::new(format!(
+                            "{norm} {} in object storage ({}) are not supported yet",
+                            if d.dataset_type() == DatasetType::Sink { "sinks" } else { "tables" },
+                            key.url()
+                        ))
+                        .subject(d.subject())
+                        .origin(d.origin.clone())
+                        .help(if capable.is_empty() {
+                            "keep it on the local file system (this build links no format that writes to object storage)".to_string()
+                        } else {
+                            format!("store it as {} there, or keep it on the local file system", capable.join(" or "))
+                        }),
+                    );
+                }
+                _ => {}
             }
         }
     }

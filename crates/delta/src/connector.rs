@@ -19,8 +19,8 @@ use pipelines_core::engine::connectors::files::infer_file_schema;
 use pipelines_core::engine::connectors::{request_path, require_path, ALL_MODES, APPEND_COMPLETE};
 use pipelines_core::engine::sink::{Sink, SinkContext};
 use pipelines_core::engine::source::Source;
-use pipelines_core::engine::storage::Location;
 use pipelines_core::engine::sources::FileFormat;
+use pipelines_core::engine::storage::Location;
 use pipelines_core::error::{PlanError, Result};
 use pipelines_core::formats::OutputMode;
 use pipelines_core::options::{OptionDecl, OptionKind::*, OptionSet, Options};
@@ -229,6 +229,10 @@ impl SinkConnector for DeltaConnector {
         options.bool("mergeSchema", false)?;
         options.bool(OVERWRITE_OPTION, false)?;
         Ok(())
+    }
+
+    fn writes_object_storage(&self) -> bool {
+        true
     }
 
     fn open(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>> {

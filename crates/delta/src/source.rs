@@ -508,7 +508,10 @@ mod tests {
 
     /// The path (as in the log) of the file commit `version` added.
     fn added(dir: &Path, version: u64) -> String {
-        table::read_commit(&dir.into(), version).unwrap().unwrap().adds[0]
+        table::read_commit(&dir.into(), version)
+            .unwrap()
+            .unwrap()
+            .adds[0]
             .log_path
             .clone()
     }

@@ -320,7 +320,9 @@ fn resolve_log_path(dir: &Location, log_path: &str) -> Location {
                 return Location::Local(p);
             }
         }
-        if let Ok(Some(key)) = pipelines_core::engine::storage::object_key(&percent_decode(log_path)) {
+        if let Ok(Some(key)) =
+            pipelines_core::engine::storage::object_key(&percent_decode(log_path))
+        {
             return Location::Object(key);
         }
     }

@@ -4,8 +4,8 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -41,9 +41,16 @@ impl S3Server {
             .unwrap()
             .port();
         let mut cmd = Command::new(python);
-        cmd.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         // SAFETY: prctl in the child before exec; it touches no memory.
         // The server dies with the thread that started it.
         unsafe {
@@ -88,7 +95,9 @@ impl S3Server {
 
     /// Creates bucket `name`.
     pub fn create_bucket(&self, name: &str) {
-        let status = self.request("PUT", &format!("/{name}")).expect("create bucket");
+        let status = self
+            .request("PUT", &format!("/{name}"))
+            .expect("create bucket");
         assert_eq!(status, 200, "creating bucket {name}");
     }
 

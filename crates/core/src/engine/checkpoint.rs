@@ -304,10 +304,7 @@ impl Checkpoint {
                 }
             }
         };
-        Ok(Checkpoint {
-            dir,
-            query_id,
-        })
+        Ok(Checkpoint { dir, query_id })
     }
 
     /// The checkpoint directory.
@@ -410,9 +407,9 @@ impl Checkpoint {
                 ),
             ));
         }
-        let text = path
-            .read_text(DAMAGED_HINT)?
-            .ok_or_else(|| Error::checkpoint(path.shown(), "disappeared while it was being read"))?;
+        let text = path.read_text(DAMAGED_HINT)?.ok_or_else(|| {
+            Error::checkpoint(path.shown(), "disappeared while it was being read")
+        })?;
         Ok(Some((n, parse_commit(&path.shown(), &text)?)))
     }
 
@@ -648,7 +645,9 @@ fn import_object(external: &Path, into: &Location) -> Result<bool> {
     for rel in files {
         let src = external.join(&rel);
         let bytes = fs::read(&src).map_err(|e| Error::io(&src, e))?;
-        let target = rel.split('/').fold(into.clone(), |loc, part| loc.join(part));
+        let target = rel
+            .split('/')
+            .fold(into.clone(), |loc, part| loc.join(part));
         target.replace(&bytes)?;
     }
     Ok(true)
@@ -893,4 +892,3 @@ fn check_contiguous(dir: &Location, ids: &[u64]) -> Result<()> {
     }
     Ok(())
 }
-

@@ -1567,7 +1567,11 @@ fn sink_context(
     let format = target.format();
     let path = match target.def.dataset_type() {
         DatasetType::Sink => match target.def.options.get("path") {
-            Some(p) => Some(location_of(p, opts, &format!("sink `{}`", target.def.name))?),
+            Some(p) => Some(location_of(
+                p,
+                opts,
+                &format!("sink `{}`", target.def.name),
+            )?),
             None => None,
         },
         _ => Some(table_path(target, opts)?),

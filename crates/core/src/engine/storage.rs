@@ -85,7 +85,10 @@ pub fn object_key(text: &str) -> std::result::Result<Option<ObjectKey>, String> 
     let Some((scheme, rest)) = text.split_once("://") else {
         return Ok(None);
     };
-    if !OBJECT_SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) {
+    if !OBJECT_SCHEMES
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(scheme))
+    {
         return Ok(None);
     }
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
@@ -164,7 +167,12 @@ impl Location {
     pub fn file_name(&self) -> Option<String> {
         match self {
             Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
-            Location::Object(k) => k.key.rsplit('/').next().filter(|s| !s.is_empty()).map(str::to_string),
+            Location::Object(k) => k
+                .key
+                .rsplit('/')
+                .next()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
         }
     }
 
@@ -175,7 +183,11 @@ impl Location {
             Location::Object(k) if k.key.is_empty() => None,
             Location::Object(k) => Some(Location::Object(ObjectKey {
                 store: k.store.clone(),
-                key: k.key.rsplit_once('/').map(|(p, _)| p.to_string()).unwrap_or_default(),
+                key: k
+                    .key
+                    .rsplit_once('/')
+                    .map(|(p, _)| p.to_string())
+                    .unwrap_or_default(),
             })),
         }
     }
@@ -195,7 +207,10 @@ impl Location {
         match self {
             Location::Local(p) => Ok(p),
             Location::Object(k) => Err(Error::runtime_with_help(
-                format!("{what} at {} is not supported in object storage yet", k.url()),
+                format!(
+                    "{what} at {} is not supported in object storage yet",
+                    k.url()
+                ),
                 instead.to_string(),
             )),
         }
@@ -320,10 +335,16 @@ mod tests {
         let base = Path::new("/base");
         let s3 = Location::parse("s3://bkt/a//b/", base).unwrap();
         assert_eq!(s3.to_string(), "s3://bkt/a/b");
-        assert_eq!(s3.join("offsets").join("0").to_string(), "s3://bkt/a/b/offsets/0");
+        assert_eq!(
+            s3.join("offsets").join("0").to_string(),
+            "s3://bkt/a/b/offsets/0"
+        );
         assert_eq!(s3.file_name().as_deref(), Some("b"));
         assert_eq!(s3.parent().unwrap().to_string(), "s3://bkt/a");
-        assert_eq!(Location::parse("s3a://bkt", base).unwrap().to_string(), "s3://bkt");
+        assert_eq!(
+            Location::parse("s3a://bkt", base).unwrap().to_string(),
+            "s3://bkt"
+        );
         assert_eq!(
             Location::parse("rel/./x", base).unwrap(),
             Location::Local(PathBuf::from("/base/rel/x"))

@@ -528,9 +528,14 @@ fn a_changed_sequence_type_is_refused_at_restart() {
     fields[5] = Field::new(SEQUENCE_COLUMN, DataType::Utf8, true);
     let schema: SchemaRef = Arc::new(Schema::new(fields));
     let layout = r.cdc.layout(&schema).unwrap();
-    let e = CdcApplier::open(of(&r.cdc, &layout, &schema), &r.dir.path().into(), Some(0), None)
-        .err()
-        .unwrap();
+    let e = CdcApplier::open(
+        of(&r.cdc, &layout, &schema),
+        &r.dir.path().into(),
+        Some(0),
+        None,
+    )
+    .err()
+    .unwrap();
     assert_eq!(
         e.to_string(),
         "AUTO CDC flow `customers_flow` into `customers`, batch 1: the sequence (sequence_by `seq`) is STRING now but was BIGINT when the table was written [AUTOCDC_INVALID_STATE.SEQUENCING_TYPE_DRIFT]\n  help: cast sequence_by back to BIGINT in the flow, or rebuild the table from the whole feed with `--full-refresh customers`"

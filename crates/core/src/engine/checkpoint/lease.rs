@@ -83,7 +83,8 @@ pub(crate) fn acquire(key: ObjectKey, checkpoint: &str, host: &str) -> Result<Le
         }
     };
     let Some(version) = won else {
-        let holder = object::read_versioned(&key)?.and_then(|(b, _)| serde_json::from_slice(&b).ok());
+        let holder =
+            object::read_versioned(&key)?.and_then(|(b, _)| serde_json::from_slice(&b).ok());
         return Err(in_use(holder));
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -275,6 +275,16 @@ impl SourceConnector for FileConnector {
         read: &DeclaredRead<'_>,
     ) -> std::result::Result<Option<SchemaRef>, PlanError> {
         require_path(read)?;
+        if let Some(Ok(Some(key))) = read.path.map(crate::engine::storage::object_key) {
+            return Err(PlanError::with_help(
+                format!(
+                    "{} sources in object storage ({}) are not supported yet",
+                    self.name(),
+                    key.url()
+                ),
+                "copy the files to the local file system, or read a Delta table there (`format(\"delta\")`)",
+            ));
+        }
         let kind = if read.streaming { "streaming" } else { "batch" };
         match self.format {
             FileFormat::Text => match &read.schema {

@@ -450,7 +450,10 @@ impl AggregateOp {
         let store = StateStore::open(dir, self.state_schema.clone(), self.n_keys)?;
         let loaded = store.load_or_empty(version)?;
         self.state = self.split_by_key(&loaded).map_err(|e| {
-            Error::checkpoint(dir.shown(), format!("cannot partition the loaded state: {e}"))
+            Error::checkpoint(
+                dir.shown(),
+                format!("cannot partition the loaded state: {e}"),
+            )
         })?;
         self.store = Some(store);
         Ok(())

@@ -38,8 +38,8 @@ use serde_json::json;
 
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, read_state_file, resolve_path, Options};
-use crate::engine::storage::{Location, WriteOnce};
 use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
+use crate::engine::storage::{Location, WriteOnce};
 use crate::error::{Error, Result};
 
 pub use super::parse::FileFormat;
@@ -236,12 +236,12 @@ impl FileSource {
                 self.log.entry(n).or_default();
             }
             for line in lines.filter(|l| !l.trim().is_empty()) {
-                let v: serde_json::Value = serde_json::from_str(line)
-                    .map_err(|e| Error::checkpoint(path.shown(), format!("bad source log entry: {e}")))?;
-                let p = v
-                    .get("path")
-                    .and_then(|p| p.as_str())
-                    .ok_or_else(|| Error::checkpoint(path.shown(), "source log entry without `path`"))?;
+                let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                    Error::checkpoint(path.shown(), format!("bad source log entry: {e}"))
+                })?;
+                let p = v.get("path").and_then(|p| p.as_str()).ok_or_else(|| {
+                    Error::checkpoint(path.shown(), "source log entry without `path`")
+                })?;
                 let batch = if compact {
                     v.get("batchId").and_then(|b| b.as_u64()).unwrap_or(n)
                 } else {

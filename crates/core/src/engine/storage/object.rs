@@ -110,7 +110,10 @@ fn write_failed(key: &ObjectKey, e: object_store::Error) -> Error {
     if matches!(e, object_store::Error::NotFound { .. }) {
         let bucket = key.store.split("://").nth(1).unwrap_or(&key.store);
         return Error::runtime_with_help(
-            format!("cannot write {}: the bucket `{bucket}` does not exist", key.url()),
+            format!(
+                "cannot write {}: the bucket `{bucket}` does not exist",
+                key.url()
+            ),
             "create the bucket, or point the location at one that exists (and check \
              AWS_ENDPOINT_URL: another endpoint has other buckets)",
         );
@@ -149,7 +152,10 @@ pub(crate) fn write_once(key: &ObjectKey, bytes: &[u8]) -> Result<WriteOnce> {
             _ => Ok(WriteOnce::Differs),
         },
         Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::external_with_help(
-            format!("cannot write {} once: the store has no conditional put", key.url()),
+            format!(
+                "cannot write {} once: the store has no conditional put",
+                key.url()
+            ),
             "use a store with conditional writes (S3 and its compatible servers support \
              `If-None-Match: *`), and leave AWS_CONDITIONAL_PUT at its default (`etag`)",
             e,
@@ -288,7 +294,10 @@ pub(crate) fn remove_all(key: &ObjectKey) -> Result<()> {
     let store = store_for(&key.store)?;
     let path = key.path();
     block_on(async move {
-        let locations = store.list(Some(&path)).map(|m| m.map(|m| m.location)).boxed();
+        let locations = store
+            .list(Some(&path))
+            .map(|m| m.map(|m| m.location))
+            .boxed();
         let mut deleted = store.delete_stream(locations);
         while let Some(r) = deleted.next().await {
             match r {
