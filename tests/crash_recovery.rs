@@ -25,7 +25,10 @@
 //! points of its copy and once mid-batch, holds every logged event once and
 //! the event of every committed batch. With the three copying flows'
 //! checkpoints in object storage (a moto S3 server process), killed at four
-//! points, the restarted run leaves the same tables.
+//! points, the restarted run leaves the same tables; and a pipeline whose
+//! whole storage root and Delta sink are in a bucket, killed at six points
+//! of its batches and its event log copy, ends with the tables of a clean
+//! run, read by the `deltalake` Python package from the same endpoint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -515,7 +518,122 @@ fn s3_server() -> Option<&'static pipelines_test_support::s3::S3Server> {
         server.is_some() || std::env::var_os("PIPELINES_REQUIRE_S3").is_none(),
         "PIPELINES_REQUIRE_S3 is set but no Python with moto.server was found (PIPELINES_PYTHON)"
     );
+    // This process reads the results (our reader, the Python one) from the
+    // same server; it is single-threaded here.
+    for (k, v) in server.iter().flat_map(|s| s.env()) {
+        std::env::set_var(k, v);
+    }
     server
+}
+
+/// The kill-loop pipeline (JSON files → Delta `raw` → a running count per
+/// key MERGEd into a Delta sink) with its storage root and its sink in a
+/// bucket: killed at `point`, restarted, both tables hold what a clean run
+/// writes (every input row once, the exact counts), read by the `deltalake`
+/// Python package from the same endpoint, and the event log table in the
+/// bucket holds each logged event once.
+fn s3_root_crash_then_recover(
+    server: &pipelines_test_support::s3::S3Server,
+    n: usize,
+    point: &str,
+) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    let bucket = format!("root-{n}");
+    server.create_bucket(&bucket);
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        format!("name: s3_root\nstorage: s3://{bucket}/storage\n"),
+    )
+    .unwrap();
+    let input = dir.join("loop_input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    for f in 0..4 {
+        let mut text = String::new();
+        for r in 0..10 {
+            let id = f * 10 + r;
+            let k = format!("k{}", (id * 7 + f) % 5);
+            *counts.entry(k.clone()).or_default() += 1;
+            text.push_str(&format!("{{\"id\":{id},\"k\":\"{k}\"}}\n"));
+        }
+        std::fs::write(input.join(format!("part-{f}.json")), text).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+    let sink = format!("s3://{bucket}/out/key_counts");
+    let mut env: Vec<(&str, String)> = server.env();
+    env.push(("LOOP_SINK", sink.clone()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let run = |fault: Option<&str>| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.current_dir(&dir)
+            .env("PIPELINE_CHILD", "kill_loop")
+            .arg("run");
+        match fault {
+            Some(f) => cmd.env("PIPELINES_FAULT", f),
+            None => cmd.env_remove("PIPELINES_FAULT"),
+        };
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let crashed = run(Some(point));
+    let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
+    let recovered = run(None);
+    let raw = PathBuf::from(format!("s3://{bucket}/storage/tables/raw"));
+    let events = PathBuf::from(format!("s3://{bucket}/storage/system/event_log"));
+    let sink_path = PathBuf::from(&sink);
+    let read = python_read(&[raw.clone(), sink_path.clone(), events.clone()]);
+    let rows = |p: &Path| -> Vec<serde_json::Value> {
+        read.as_ref()
+            .and_then(|v| v[p.to_string_lossy().as_ref()]["rows"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let mut raw_ids = BTreeMap::new();
+    for r in rows(&raw) {
+        *raw_ids.entry(r[0].as_i64().unwrap()).or_insert(0usize) += 1;
+    }
+    let sink_counts: BTreeMap<String, i64> = rows(&sink_path)
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_i64().unwrap()))
+        .collect();
+    let expected_ids: BTreeMap<i64, usize> = (0..40).map(|i| (i, 1)).collect();
+    let storage =
+        dp::engine::storage::Location::parse(&format!("s3://{bucket}/storage"), &dir).unwrap();
+    let logged = dp::engine::event_log::read_events(dp::engine::event_log::log_location(&storage))
+        .map(|e| e.len())
+        .unwrap_or(0);
+    let mut in_table: Vec<u64> = rows(&events)
+        .iter()
+        .map(|r| r[1].as_u64().unwrap())
+        .collect();
+    in_table.sort_unstable();
+    let once = in_table.windows(2).all(|w| w[0] < w[1]);
+    let local = dir.join("storage").exists();
+    check(
+        &format!("storage root on s3://, killed at {point}, restart: both Delta tables as a clean run's, read by deltalake (Python) from the same endpoint; the event log table holds each event once"),
+        killed
+            && recovered.status.success()
+            && read.is_some()
+            && raw_ids == expected_ids
+            && sink_counts == counts
+            && logged > 0
+            && in_table.len() == logged
+            && once
+            && !local,
+        || {
+            format!(
+                "crash run: {:?}\n{}\nrecovery: {:?}\n{}\n{}\nraw ids: {raw_ids:?}\nsink: {sink_counts:?}\nexpected: {counts:?}\nevents logged {logged}, in the table {}, once {once}; local storage {local}",
+                crashed.status,
+                String::from_utf8_lossy(&crashed.stderr),
+                recovered.status,
+                String::from_utf8_lossy(&recovered.stdout),
+                String::from_utf8_lossy(&recovered.stderr),
+                in_table.len(),
+            )
+        },
+    )
 }
 
 /// The crash test with the checkpoints of the three copied flows in a
@@ -719,7 +837,13 @@ fn loop_child_main() -> std::process::ExitCode {
         .create_sink(
             "key_counts_sink",
             "delta",
-            [("path", "out/key_counts"), ("merge_keys", "k")],
+            [
+                (
+                    "path",
+                    std::env::var("LOOP_SINK").unwrap_or_else(|_| "out/key_counts".into()),
+                ),
+                ("merge_keys", "k".into()),
+            ],
         )
         .main()
 }
@@ -746,7 +870,7 @@ fn python_read(tables: &[PathBuf]) -> Option<serde_json::Value> {
 /// each logged event in the table exactly once, and a `flow_progress`
 /// event for every batch each of `flows` committed. Ok(the reader used).
 fn event_log_complete(dir: &Path, flows: &[&str]) -> Result<String, String> {
-    let events = dp::engine::event_log::read_events(&dir.join("storage/event_log/events.jsonl"))
+    let events = dp::engine::event_log::read_events(dir.join("storage/event_log/events.jsonl"))
         .map_err(|e| e.to_string())?;
     let table = dir.join("storage/system/event_log");
     // (sequence, event_type, flow, batch) per row of the table.
@@ -1101,6 +1225,19 @@ fn main() -> std::process::ExitCode {
         .enumerate()
         {
             ok &= s3_crash_then_recover(server, n, point);
+        }
+        for (n, point) in [
+            "raw/after_offsets:1",
+            "raw/delta_before_commit:2",
+            "raw/before_commit:3",
+            "key_counts/delta_before_commit:0",
+            "key_counts/before_commit:0",
+            "event_log/event_log_before_commit:0",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ok &= s3_root_crash_then_recover(server, n, point);
         }
     } else {
         println!("skipped: the S3 crash tests (no moto.server; set PIPELINES_PYTHON)");

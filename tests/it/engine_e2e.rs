@@ -386,7 +386,7 @@ fn available_now_progress_shows_the_backlog() {
         .create_sink("drain_out", "memory", [("queryName", "backlog_out")]);
     run_pipeline(&p, dir);
     let backlog: Vec<String> =
-        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .filter(|v| v["flow"] == "drain")
@@ -470,7 +470,7 @@ fn a_source_that_cannot_be_replayed_is_reported_when_the_flow_starts() {
     run_pipeline(&p, dir);
     server.join().unwrap();
     let events =
-        pipelines::engine::event_log::read_events(&dir.join("storage/event_log/events.jsonl"))
+        pipelines::engine::event_log::read_events(dir.join("storage/event_log/events.jsonl"))
             .unwrap();
     let warnings: Vec<String> = events
         .iter()

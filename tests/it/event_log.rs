@@ -75,7 +75,7 @@ fn a_run_logs_its_definitions_states_and_batches_in_order() {
     .unwrap();
     let graph = two_flows().build(&spec).map_err(|d| d.to_string()).unwrap();
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
-    let events = read_events(&dir.join("storage/event_log/events.jsonl")).unwrap();
+    let events = read_events(dir.join("storage/event_log/events.jsonl")).unwrap();
     assert_eq!(
         outline(&events),
         [
@@ -126,7 +126,7 @@ fn a_run_logs_its_definitions_states_and_batches_in_order() {
     // A second run continues the numbering under a new update id.
     write(dir, "3.json", &[r#"{"n":4}"#]);
     run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
-    let all = read_events(&dir.join("storage/event_log/events.jsonl")).unwrap();
+    let all = read_events(dir.join("storage/event_log/events.jsonl")).unwrap();
     let second = &all[events.len()];
     assert_eq!(second.event_type, "create_update");
     assert_eq!(second.sequence, events.len() as u64 + 1);
@@ -196,7 +196,7 @@ fn a_failed_flow_logs_its_error_and_fix() {
         err,
         "flow `copy_failing`: injected failure at before_commit of batch 0"
     );
-    let events = read_events(&dir.join("storage/event_log/events.jsonl")).unwrap();
+    let events = read_events(dir.join("storage/event_log/events.jsonl")).unwrap();
     let tail: Vec<String> = outline(&events).into_iter().skip(4).collect();
     assert_eq!(
         tail,

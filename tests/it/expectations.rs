@@ -64,7 +64,7 @@ type Counts = Vec<(String, u64, u64)>;
 /// The `dataQuality` of each committed batch of `flow`, as
 /// `(batch, dropped, counts)`.
 fn quality_log(dir: &Path, flow: &str) -> Vec<(u64, u64, Counts)> {
-    pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+    pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
         .unwrap()
         .into_iter()
         .filter(|v| v["flow"] == flow)
@@ -241,7 +241,7 @@ fn a_failing_expectation_commits_nothing_and_its_batch_is_replayed_after_the_fix
         ]
     );
     let replayed: Vec<(u64, bool, u64)> =
-        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .map(|v| {
@@ -445,7 +445,7 @@ fn a_materialized_view_counts_per_refresh() {
         );
     }
     let per_refresh: Vec<Value> =
-        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .map(|v| v["dataQuality"].clone())

@@ -836,7 +836,7 @@ fn messages_deleted_by_retention_fail_the_batch_or_are_counted() {
         .collect();
     assert_eq!(offsets, (low..high).collect::<Vec<_>>());
     let lost: Vec<u64> =
-        pipelines::engine::event_log::read_batch_progress(&tmp.path().join("storage"))
+        pipelines::engine::event_log::read_batch_progress(tmp.path().join("storage"))
             .unwrap()
             .iter()
             .map(|p| p["sources"][0]["numDataLost"].as_u64().unwrap_or(0))

@@ -496,3 +496,77 @@ fn dry_run_refuses_what_cannot_live_in_object_storage_yet() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_storage_root_in_a_bucket_keeps_everything_there() {
+    let Some(server) = s3() else { return };
+    server.create_bucket("rooted");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let yml = "name: rooted\nstorage: s3://rooted/pipelines/rooted\n";
+    std::fs::write(dir.join("pipeline.yml"), yml).unwrap();
+    let spec = dp::spec::parse_str(yml, &dir.join("pipeline.yml")).unwrap();
+    let root = spec.storage_location();
+    assert_eq!(root.to_string(), "s3://rooted/pipelines/rooted");
+    let p = dp::Pipeline::new()
+        .create_streaming_table("counts", dp::TableOptions::default())
+        .append_flow("count_users", "counts", events);
+    write_input(
+        dir,
+        "0.json",
+        &[r#"{"ts":"2024-01-01T00:01:00","user":"a"}"#],
+    );
+    write_input(
+        dir,
+        "1.json",
+        &[r#"{"ts":"2024-01-01T00:30:00","user":"b"}"#],
+    );
+    let graph = p.build(&spec).map_err(|d| d.to_string()).unwrap();
+    let summary = run(&graph, &RunOptions::new(dir, root.clone())).unwrap();
+    // Batch 0 and 1 read a file each; batch 2 (no new data) runs with the
+    // watermark 00:20 and writes [00:00, 00:10).
+    assert_eq!(summary.flows[0].batches, 3);
+    assert_eq!(
+        root.join("checkpoints")
+            .join("count_users")
+            .join("commits")
+            .list()
+            .unwrap(),
+        ["0", "1", "2"]
+    );
+    let table = root.join("tables").join("counts");
+    assert_eq!(dp::delta::latest_version(&table).unwrap(), Some(1));
+    // The event log: one object per event, numbered from 1, and its table.
+    let log = dp::engine::event_log::log_location(&root);
+    assert_eq!(
+        log.to_string(),
+        "s3://rooted/pipelines/rooted/event_log/events"
+    );
+    let logged = dp::engine::event_log::read_events(&log).unwrap();
+    assert_eq!(logged.first().map(|e| e.sequence), Some(1));
+    assert_eq!(log.list().unwrap().len(), logged.len());
+    assert!(log.list().unwrap()[0] == "00000000000000000001.json");
+    let progress = dp::engine::event_log::read_batch_progress(root.clone()).unwrap();
+    assert_eq!(progress.len(), 3);
+    let events_table =
+        dp::engine::event_table::table_path(&root, dir, &Default::default()).unwrap();
+    let counted = dp::engine::event_table::query(
+        &events_table,
+        "SELECT count(*) AS n, min(sequence) AS first FROM event_log",
+    )
+    .unwrap();
+    let n = counted[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(n as usize, logged.len());
+    // A second run numbers its events on from the first's.
+    run(&graph, &RunOptions::new(dir, root.clone())).unwrap();
+    let again = dp::engine::event_log::read_events(&log).unwrap();
+    let sequences: Vec<u64> = again.iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, (1..=again.len() as u64).collect::<Vec<_>>());
+    assert!(again.len() > logged.len());
+    assert!(!dir.join("storage").exists() && !dir.join("pipelines").exists());
+}

@@ -747,7 +747,7 @@ fn expectations_check_every_step_in_real_time() {
     assert_eq!(kinds("rt_quality_q"), ["debug=-2", "info=0"]);
     // One epoch (stopped before the interval): the counts of both steps.
     let quality: Vec<serde_json::Value> =
-        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .map(|v| v["dataQuality"].clone())

@@ -268,7 +268,7 @@ fn check_case_with(
 
     // Watermark and late rows per batch, from the event log.
     let progress: BTreeMap<u64, Value> =
-        pipelines::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .filter(|v| v["flow"] == case)

@@ -52,9 +52,10 @@ pub enum Command {
     /// Serve the web UI of the pipeline's last run from its event log: a
     /// finished run, or one running in another process (followed live).
     Ui {
-        /// The pipeline's storage directory (default: the spec's `storage`).
+        /// The pipeline's storage: a directory or `s3://bucket/prefix`
+        /// (default: the spec's `storage`).
         #[arg(long, value_name = "DIR")]
-        storage: Option<PathBuf>,
+        storage: Option<String>,
         /// Where to listen; another address than loopback is reachable from
         /// other machines.
         #[arg(long, value_name = "ADDR", default_value = crate::engine::web::DEFAULT_ADDR)]
@@ -62,9 +63,10 @@ pub enum Command {
     },
     /// Query the event log table with SQL (the table is `event_log`).
     Events {
-        /// The pipeline's storage directory (default: the spec's `storage`).
+        /// The pipeline's storage: a directory or `s3://bucket/prefix`
+        /// (default: the spec's `storage`).
         #[arg(long, value_name = "DIR")]
-        storage: Option<PathBuf>,
+        storage: Option<String>,
         /// The query (default: every event's sequence, time, level, type,
         /// flow and message, in order).
         #[arg(long, value_name = "SQL")]
@@ -197,10 +199,10 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
         }
         Command::Ui { storage, addr } => {
             let storage = match storage {
-                Some(s) => s,
+                Some(s) => storage_argument(&s)?,
                 None => {
                     let path = pipeline.locate_spec(cli.spec.as_deref())?;
-                    crate::spec::load(&path)?.storage_dir()
+                    crate::spec::load(&path)?.storage_location()
                 }
             };
             let addr = parse_addr("--addr", &addr)?;
@@ -208,16 +210,20 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
         }
         Command::Events { storage, sql } => {
             let table = match storage {
-                Some(s) => s.join(crate::engine::event_table::DEFAULT_TABLE_DIR),
+                Some(s) => crate::engine::event_table::table_path(
+                    &storage_argument(&s)?,
+                    Path::new("."),
+                    &std::collections::BTreeMap::new(),
+                )?,
                 None => {
                     let path = pipeline.locate_spec(cli.spec.as_deref())?;
                     let spec = crate::spec::load(&path)?;
                     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
                     crate::engine::event_table::table_path(
-                        &spec.storage_dir(),
+                        &spec.storage_location(),
                         &base,
                         &spec.configuration,
-                    )
+                    )?
                 }
             };
             let sql = sql
@@ -257,7 +263,7 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
                 })
                 .unwrap_or(Path::new("."))
                 .to_path_buf();
-            let mut opts = RunOptions::new(base_dir, spec.storage_dir());
+            let mut opts = RunOptions::new(base_dir, spec.storage_location());
             opts.continuous = args.continuous;
             opts.full_refresh = args.full_refresh.clone();
             opts.full_refresh_all = args.full_refresh_all;
@@ -274,6 +280,16 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
 }
 
 /// `host:port` of a flag, or a usage error saying how to write it.
+/// The location `--storage` names (a path relative to the working
+/// directory, or `s3://bucket/prefix`).
+fn storage_argument(text: &str) -> Result<crate::engine::storage::Location> {
+    crate::engine::storage::Location::parse(text, Path::new("")).map_err(|e| {
+        Error::Usage(format!(
+            "--storage: {e}; give a directory or `s3://bucket/prefix`"
+        ))
+    })
+}
+
 fn parse_addr(flag: &str, a: &str) -> Result<std::net::SocketAddr> {
     a.parse().map_err(|_| {
         Error::Usage(format!(

@@ -10,12 +10,18 @@
 //! again, `replayed: true`). [`crate::engine::event_table`] copies the
 //! file into the event log table in small appends.
 //!
+//! With the storage root in object storage, which cannot append, the log is
+//! one object per event, `<storage>/event_log/events/<sequence>.json`
+//! (20 digits), each written once; readers list from the sequence they
+//! read last. A position in the log ([`read_events_from`]) is a byte
+//! offset in the file, and the next sequence among the objects.
+//!
 //! ```
 //! use pipelines_core::engine::event_log::{EventLog, NewEvent};
 //! let dir = tempfile::tempdir().unwrap();
 //! let log = EventLog::open(dir.path(), "shop").unwrap();
 //! log.emit(NewEvent::info("create_update", "run started")).unwrap();
-//! let events = pipelines_core::engine::event_log::read_events(log.path()).unwrap();
+//! let events = pipelines_core::engine::event_log::read_events(log.location()).unwrap();
 //! assert_eq!(events[0].sequence, 1);
 //! assert_eq!(events[0].origin.pipeline_name, "shop");
 //! ```
@@ -27,6 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::storage::{Location, WriteOnce};
 use crate::error::{Error, Result};
 
 /// Where an event comes from (Lakeflow's `origin`).
@@ -236,7 +243,7 @@ pub type EventObserver = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// The open event log of one run: numbers, stamps and appends events.
 pub struct EventLog {
-    path: PathBuf,
+    location: Location,
     pipeline: String,
     update_id: String,
     writer: Mutex<Writer>,
@@ -246,15 +253,23 @@ pub struct EventLog {
 impl std::fmt::Debug for EventLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventLog")
-            .field("path", &self.path)
+            .field("location", &self.location)
             .field("update_id", &self.update_id)
             .finish()
     }
 }
 
 struct Writer {
-    file: std::fs::File,
+    target: Target,
     next_sequence: u64,
+}
+
+/// Where events are appended.
+enum Target {
+    /// The local file, opened for appending.
+    File(std::fs::File),
+    /// The directory of one object per event.
+    Objects(Location),
 }
 
 /// `<storage>/event_log/events.jsonl`.
@@ -262,11 +277,53 @@ pub fn log_path(storage: &Path) -> PathBuf {
     storage.join("event_log").join("events.jsonl")
 }
 
+/// The log of `storage`: the file `<storage>/event_log/events.jsonl`
+/// locally, the directory `<storage>/event_log/events` in object storage.
+pub fn log_location(storage: &Location) -> Location {
+    match storage {
+        Location::Local(p) => Location::Local(log_path(p)),
+        Location::Object(_) => storage.join("event_log").join("events"),
+    }
+}
+
+/// The object name of event `sequence`.
+fn object_name(sequence: u64) -> String {
+    format!("{sequence:020}.json")
+}
+
+/// The sequence an object's name holds, if it is one.
+fn object_sequence(name: &str) -> Option<u64> {
+    name.strip_suffix(".json")
+        .filter(|n| n.len() == 20)
+        .and_then(|n| n.parse().ok())
+}
+
 impl EventLog {
-    /// Opens (or creates) `<storage>/event_log/events.jsonl` for a new run
-    /// of `pipeline`, numbering on from the last event in it.
-    pub fn open(storage: &Path, pipeline: &str) -> Result<Self> {
-        let path = log_path(storage);
+    /// Opens (or creates) the log of `storage` ([`log_location`]) for a new
+    /// run of `pipeline`, numbering on from the last event in it.
+    pub fn open(storage: impl Into<Location>, pipeline: &str) -> Result<Self> {
+        let location = log_location(&storage.into());
+        let path = match &location {
+            Location::Local(p) => p.clone(),
+            Location::Object(_) => {
+                let last = location
+                    .list()?
+                    .iter()
+                    .filter_map(|n| object_sequence(n))
+                    .max()
+                    .unwrap_or(0);
+                return Ok(EventLog {
+                    writer: Mutex::new(Writer {
+                        target: Target::Objects(location.clone()),
+                        next_sequence: last + 1,
+                    }),
+                    location,
+                    pipeline: pipeline.to_string(),
+                    update_id: uuid::Uuid::new_v4().to_string(),
+                    observers: Vec::new(),
+                });
+            }
+        };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
@@ -283,11 +340,11 @@ impl EventLog {
             file.write_all(b"\n").map_err(|e| Error::io(&path, e))?;
         }
         Ok(EventLog {
-            path,
+            location,
             pipeline: pipeline.to_string(),
             update_id: uuid::Uuid::new_v4().to_string(),
             writer: Mutex::new(Writer {
-                file,
+                target: Target::File(file),
                 next_sequence: last + 1,
             }),
             observers: Vec::new(),
@@ -300,9 +357,9 @@ impl EventLog {
         self
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The file (or, in object storage, the directory of events).
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// This run's id (`origin.update_id`).
@@ -319,7 +376,7 @@ impl EventLog {
     /// tells the observers.
     pub fn emit(&self, new: NewEvent) -> Result<Event> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let event = Event {
+        let mut event = Event {
             id: uuid::Uuid::new_v4().to_string(),
             sequence: w.next_sequence,
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -336,16 +393,40 @@ impl EventLog {
             details: new.details,
             error: new.error,
         };
-        let mut line =
-            serde_json::to_string(&event).map_err(|e| Error::runtime(format!("event log: {e}")))?;
-        line.push('\n');
-        w.file
-            .write_all(line.as_bytes())
-            .map_err(|e| Error::io(&self.path, e))?;
-        if crate::engine::storage::local::fsync_enabled() {
-            w.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+        let line = |event: &Event| {
+            serde_json::to_string(event)
+                .map(|l| l + "\n")
+                .map_err(|e| Error::runtime(format!("event log: {e}")))
+        };
+        match &mut w.target {
+            Target::File(file) => {
+                let path = self.location.shown();
+                file.write_all(line(&event)?.as_bytes())
+                    .map_err(|e| Error::io(&path, e))?;
+                if crate::engine::storage::local::fsync_enabled() {
+                    file.sync_data().map_err(|e| Error::io(&path, e))?;
+                }
+            }
+            Target::Objects(dir) => {
+                // Write-once: a sequence another run took meanwhile is
+                // skipped, and the event numbered after it.
+                let mut attempts = 0;
+                while dir
+                    .join(&object_name(event.sequence))
+                    .write_once(line(&event)?.as_bytes())?
+                    == WriteOnce::Differs
+                {
+                    attempts += 1;
+                    if attempts > 1000 {
+                        return Err(Error::runtime(format!(
+                            "event log {dir}: 1000 sequences in a row were taken by another run"
+                        )));
+                    }
+                    event.sequence += 1;
+                }
+            }
         }
-        w.next_sequence += 1;
+        w.next_sequence = event.sequence + 1;
         drop(w);
         for observe in &self.observers {
             observe(&event);
@@ -388,7 +469,12 @@ fn last_sequence(file: &mut std::fs::File) -> std::io::Result<(u64, bool)> {
 
 /// Every event in an event log file, in order. A line cut short by a crash
 /// is skipped; any other line that is not an event is an error naming it.
-pub fn read_events(path: &Path) -> Result<Vec<Event>> {
+pub fn read_events(log: impl Into<Location>) -> Result<Vec<Event>> {
+    let path = match log.into() {
+        Location::Local(p) => p,
+        objects => return Ok(read_events_from(&objects, 0, None)?.0),
+    };
+    let path = path.as_path();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -401,7 +487,11 @@ pub fn read_events(path: &Path) -> Result<Vec<Event>> {
 /// to byte `to` (or its end), and the byte after the last whole line read
 /// (`from` when there is none: a line still being written is read next
 /// time). A missing file has no events.
-pub fn read_events_from(path: &Path, from: u64, to: Option<u64>) -> Result<(Vec<Event>, u64)> {
+pub fn read_events_from(log: &Location, from: u64, to: Option<u64>) -> Result<(Vec<Event>, u64)> {
+    let path = match log {
+        Location::Local(p) => p.as_path(),
+        Location::Object(_) => return read_objects_from(log, from, to),
+    };
     let io = |e| Error::io(path, e);
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -421,6 +511,29 @@ pub fn read_events_from(path: &Path, from: u64, to: Option<u64>) -> Result<(Vec<
     };
     let text = String::from_utf8_lossy(&buf[..=last_newline]);
     Ok((parse_events(&text, path)?, from + last_newline as u64 + 1))
+}
+
+/// [`read_events_from`] over one object per event: `from` and `to` are
+/// sequences (the events with `from <= sequence < to`).
+fn read_objects_from(dir: &Location, from: u64, to: Option<u64>) -> Result<(Vec<Event>, u64)> {
+    let after = from.checked_sub(1).map(object_name);
+    let mut events = Vec::new();
+    let mut next = from;
+    for name in dir.list_after(after.as_deref())? {
+        let Some(sequence) = object_sequence(&name) else {
+            continue;
+        };
+        if to.is_some_and(|t| sequence >= t) {
+            break;
+        }
+        let object = dir.join(&name);
+        let Some(text) = object.read_text("move the event log aside to start a new one")? else {
+            continue;
+        };
+        events.extend(parse_events(&text, &object.shown())?);
+        next = sequence + 1;
+    }
+    Ok((events, next))
 }
 
 /// The events in `text` (the contents of `path`, for messages).
@@ -462,8 +575,8 @@ pub fn parse_events(text: &str, path: &Path) -> Result<Vec<Event>> {
 /// The progress of every batch logged under `storage`, in order (each
 /// `flow_progress` event's `details.batch_progress`: `flow`, `batchId`,
 /// `numInputRows`, `durationMs`, `stateOperators`, ...).
-pub fn read_batch_progress(storage: &Path) -> Result<Vec<serde_json::Value>> {
-    Ok(read_events(&log_path(storage))?
+pub fn read_batch_progress(storage: impl Into<Location>) -> Result<Vec<serde_json::Value>> {
+    Ok(read_events(log_location(&storage.into()))?
         .into_iter()
         .filter_map(|mut e| e.details.get_mut("batch_progress").map(|p| p.take()))
         .collect())

@@ -7,14 +7,17 @@
 //! The copy runs on its own thread, every [`COPY_INTERVAL`] and once more
 //! when the run ends, so it never holds up a batch. It is a streaming query
 //! of its own: its checkpoint (`<storage>/system/event_log_checkpoint`)
-//! logs the byte range of the file each append covers before writing it
-//! and commits after, and the table's sink recognises a replayed append, so
+//! logs the range of the log each append covers (bytes of the file; with
+//! the storage in object storage, sequences of its event objects) before
+//! writing it and commits after, and the table's sink recognises a replayed append, so
 //! after a crash the next run copies what the last one did not, once.
 //!
 //! [`Event`]: crate::engine::event_log::Event
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use crate::engine::storage::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -26,7 +29,7 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
 use crate::engine::checkpoint::{lock_checkpoint, Checkpoint, CommitEntry, OffsetEntry};
-use crate::engine::event_log::{log_path, read_events_from, Event};
+use crate::engine::event_log::{log_location, read_events_from, Event};
 use crate::engine::sink::{Sink, SinkContext};
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
@@ -183,14 +186,20 @@ pub fn to_batch(events: &[Event]) -> Result<RecordBatch> {
 /// from the pipeline's configuration (relative to `base_dir`), else
 /// `<storage>/system/event_log`.
 pub fn table_path(
-    storage: &Path,
+    storage: &Location,
     base_dir: &Path,
     configuration: &BTreeMap<String, String>,
-) -> PathBuf {
+) -> Result<Location> {
     match configuration.get(crate::conf::EVENT_LOG_PATH) {
-        Some(p) if Path::new(p).is_absolute() => PathBuf::from(p),
-        Some(p) => base_dir.join(p),
-        None => storage.join(DEFAULT_TABLE_DIR),
+        Some(p) => Location::parse(p, base_dir).map_err(|e| {
+            Error::runtime_with_help(
+                format!("configuration `{}`: {e}", crate::conf::EVENT_LOG_PATH),
+                "give a local path or an `s3://bucket/prefix` URL",
+            )
+        }),
+        None => Ok(DEFAULT_TABLE_DIR
+            .split('/')
+            .fold(storage.clone(), |l, part| l.join(part))),
     }
 }
 
@@ -200,22 +209,19 @@ pub const DEFAULT_QUERY: &str = "SELECT sequence, timestamp, level, event_type, 
 
 /// Runs `sql` (DataFusion's dialect) over the event log table at `table`,
 /// registered as `event_log`.
-pub fn query(table: &Path, sql: &str) -> Result<Vec<RecordBatch>> {
+pub fn query(table: &Location, sql: &str) -> Result<Vec<RecordBatch>> {
     let format = crate::connector::default_table_format();
     let readable = crate::connector::source(format).is_some_and(|c| c.reads_tables());
-    if !table.exists() || !readable {
+    if table.is_empty_dir()? || !readable {
         return Err(Error::runtime_with_help(
-            format!(
-                "no event log table at {}",
-                crate::spec::display_path(table)
-            ),
+            format!("no event log table at {table}"),
             "run the pipeline first (the table is written by `run`), or pass its storage with `--storage DIR`",
         ));
     }
     let scratch = std::env::temp_dir().join(format!("pipelines-events-{}", uuid::Uuid::new_v4()));
     crate::engine::storage::local::create_private_dir(&scratch)?;
     let read = crate::engine::sources::open_table_reader(
-        &table.into(),
+        table,
         format,
         schema(),
         &BTreeMap::new(),
@@ -269,13 +275,14 @@ fn column_list() -> String {
 
 /// One copy step's bookkeeping: the checkpoint and the table's sink.
 struct Copier {
-    log: PathBuf,
+    log: Location,
     checkpoint: Checkpoint,
     sink: Box<dyn Sink>,
     /// The next append's batch id.
     next: u64,
-    /// Where the file's uncopied part starts.
-    from_byte: u64,
+    /// Where the log's uncopied part starts (a byte of the file, or the
+    /// next sequence among event objects).
+    uncopied: u64,
 }
 
 fn offset_of(entry: &OffsetEntry) -> Option<(u64, u64)> {
@@ -284,7 +291,7 @@ fn offset_of(entry: &OffsetEntry) -> Option<(u64, u64)> {
 }
 
 impl Copier {
-    fn open(storage: &Path, table: &Path) -> Result<Self> {
+    fn open(storage: &Location, table: &Location) -> Result<Self> {
         let checkpoint = Checkpoint::open(storage.join("system").join("event_log_checkpoint"))?;
         let format = crate::connector::default_table_format().to_string();
         let sink = crate::engine::sinks::open_sink(
@@ -292,7 +299,7 @@ impl Copier {
                 name: "event_log".into(),
                 format,
                 options: BTreeMap::new(),
-                path: Some(table.into()),
+                path: Some(table.clone()),
                 partition_cols: Vec::new(),
                 merge_keys: Vec::new(),
                 schema: schema(),
@@ -302,11 +309,11 @@ impl Copier {
             None,
         )?;
         let mut copier = Copier {
-            log: log_path(storage),
+            log: log_location(storage),
             checkpoint,
             sink,
             next: 0,
-            from_byte: 0,
+            uncopied: 0,
         };
         copier.recover()?;
         Ok(copier)
@@ -328,7 +335,7 @@ impl Copier {
                 self.append(n, events)?;
             }
             self.next = n + 1;
-            self.from_byte = to;
+            self.uncopied = to;
         }
         Ok(())
     }
@@ -351,7 +358,7 @@ impl Copier {
 
     /// Copies the complete lines logged since the last copy, if any.
     fn copy_new(&mut self) -> Result<usize> {
-        let from = self.from_byte;
+        let from = self.uncopied;
         let (events, to) = read_events_from(&self.log, from, None)?;
         if to == from {
             return Ok(0);
@@ -368,7 +375,7 @@ impl Copier {
         crate::engine::fault::fault_point("event_log", "event_log_offsets", n);
         self.append(n, events)?;
         self.next = n + 1;
-        self.from_byte = to;
+        self.uncopied = to;
         if n % 100 == 99 {
             self.checkpoint.purge(100)?;
         }
@@ -388,7 +395,7 @@ impl EventTableCopy {
     /// Opens the table (finishing an append a crash interrupted, and copying
     /// what an earlier run left) and starts the thread. Another run of the
     /// same storage already copying is not an error: this one copies nothing.
-    pub fn start(storage: &Path, table: &Path) -> Result<Option<Self>> {
+    pub fn start(storage: &Location, table: &Location) -> Result<Option<Self>> {
         let lock_dir = storage.join("system").join("event_log_checkpoint");
         let lock = match lock_checkpoint(&lock_dir) {
             Ok(l) => l,

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -272,9 +271,12 @@ impl Bars {
 }
 
 impl ProgressReporter {
-    /// A reporter appending to `<storage>/event_log/events.jsonl` for a new
-    /// run of `pipeline`; compact lines go to stderr when it is a terminal.
-    pub fn new(storage: &Path, pipeline: &str) -> Result<Self> {
+    /// A reporter appending to the event log of `storage` for a new run of
+    /// `pipeline`; compact lines go to stderr when it is a terminal.
+    pub fn new(
+        storage: impl Into<crate::engine::storage::Location>,
+        pipeline: &str,
+    ) -> Result<Self> {
         Ok(ProgressReporter {
             log: EventLog::open(storage, pipeline)?,
             terminal: std::io::stderr().is_terminal().then(Bars::new),

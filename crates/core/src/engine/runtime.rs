@@ -58,8 +58,9 @@ pub struct RunOptions {
     pub refresh: Vec<String>,
     /// Directory relative paths resolve against (the spec file's directory).
     pub base_dir: PathBuf,
-    /// Root of checkpoints, the event log and tables without a path.
-    pub storage: PathBuf,
+    /// Root of checkpoints, the event log and tables without a path: a
+    /// local directory or an `s3://bucket/prefix`.
+    pub storage: Location,
     /// Set to stop continuous flows at the next batch boundary.
     pub stop: Arc<AtomicBool>,
     /// Polling interval of idle flows with the default trigger (continuous mode).
@@ -70,14 +71,18 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// Options for a triggered run rooted at `base_dir` with `storage`.
-    pub fn new(base_dir: impl Into<PathBuf>, storage: impl Into<PathBuf>) -> Self {
+    pub fn new(base_dir: impl Into<PathBuf>, storage: impl Into<Location>) -> Self {
+        let storage = match storage.into() {
+            Location::Local(p) => Location::Local(clean(&p)),
+            object => object,
+        };
         RunOptions {
             continuous: false,
             full_refresh: Vec::new(),
             full_refresh_all: false,
             refresh: Vec::new(),
             base_dir: clean(&base_dir.into()),
-            storage: clean(&storage.into()),
+            storage,
             stop: Arc::new(AtomicBool::new(false)),
             idle_poll: Duration::from_millis(50),
             ui: None,
@@ -114,9 +119,7 @@ pub struct RunSummary {
 pub fn table_path(dataset: &DatasetNode, opts: &RunOptions) -> Result<Location> {
     match &dataset.def.path {
         Some(p) => location_of(p, opts, &format!("table `{}`", dataset.def.name)),
-        None => Ok(Location::Local(
-            opts.storage.join("tables").join(&dataset.def.name),
-        )),
+        None => Ok(opts.storage.join("tables").join(&dataset.def.name)),
     }
 }
 
@@ -160,9 +163,7 @@ pub fn checkpoint_path(flow: &FlowNode, opts: &RunOptions) -> Result<Location> {
                 "give a local path or an `s3://bucket/prefix` URL",
             )
         }),
-        None => Ok(Location::Local(
-            opts.storage.join("checkpoints").join(&flow.def.name),
-        )),
+        None => Ok(opts.storage.join("checkpoints").join(&flow.def.name)),
     }
 }
 
@@ -343,8 +344,11 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
         None => None,
     };
     let reporter = Arc::new(reporter);
-    let table =
-        crate::engine::event_table::table_path(&opts.storage, &opts.base_dir, &graph.configuration);
+    let table = crate::engine::event_table::table_path(
+        &opts.storage,
+        &opts.base_dir,
+        &graph.configuration,
+    )?;
     let copy = crate::engine::event_table::EventTableCopy::start(&opts.storage, &table)?;
     let flows = selected_flows(graph, opts);
     reporter.update_started(
@@ -375,9 +379,8 @@ async fn run_async(graph: &PipelineGraph, opts: &RunOptions) -> Result<RunSummar
     if let Some(Err(e)) = copy.map(|c| c.finish()) {
         // The events stay in the file; the next run copies them.
         let message = format!(
-            "event log table {}: {e}; its events are kept in {} and copied by the next run",
-            crate::spec::display_path(&table),
-            crate::spec::display_path(reporter.log().path())
+            "event log table {table}: {e}; its events are kept in {} and copied by the next run",
+            reporter.log().location()
         );
         tracing::warn!("{message}");
         eprintln!("warning: {message}");

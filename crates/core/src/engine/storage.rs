@@ -296,6 +296,20 @@ impl Location {
         }
     }
 
+    /// The names of the files directly in this directory that sort after
+    /// `after` (all when `None`), sorted: a log of fixed-width names read
+    /// from where the last read ended (in object storage, one listing from
+    /// that key on, not of the whole directory).
+    pub fn list_after(&self, after: Option<&str>) -> Result<Vec<String>> {
+        match self {
+            Location::Local(p) => Ok(local::list_files(p)?
+                .into_iter()
+                .filter(|n| after.is_none_or(|a| n.as_str() > a))
+                .collect()),
+            Location::Object(k) => object::list_after(k, after),
+        }
+    }
+
     /// True when nothing is in this directory (or it does not exist).
     pub fn is_empty_dir(&self) -> Result<bool> {
         match self {

@@ -140,17 +140,18 @@ pub async fn start(addr: SocketAddr, view: SharedView) -> Result<Server> {
 /// Serves the UI of the last run logged under `storage` until the process
 /// is stopped, following the log as it grows (a run in another process).
 pub fn serve_event_log(
-    storage: &std::path::Path,
+    storage: &crate::engine::storage::Location,
     addr: SocketAddr,
     out: &mut dyn std::io::Write,
 ) -> Result<()> {
-    let path = crate::engine::event_log::log_path(storage);
-    if !path.exists() {
+    let path = crate::engine::event_log::log_location(storage);
+    let exists = match &path {
+        crate::engine::storage::Location::Local(p) => p.exists(),
+        objects => !objects.is_empty_dir()?,
+    };
+    if !exists {
         return Err(Error::runtime_with_help(
-            format!(
-                "no event log at {}: the pipeline has not run with this storage",
-                crate::spec::display_path(&path)
-            ),
+            format!("no event log at {path}: the pipeline has not run with this storage"),
             "run the pipeline first, or pass its storage with `--storage DIR`",
         ));
     }
@@ -179,24 +180,24 @@ pub fn serve_event_log(
     })
 }
 
-/// Reads an event log file as it grows.
+/// Reads an event log as it grows.
 struct Follow {
-    path: std::path::PathBuf,
+    path: crate::engine::storage::Location,
     at: u64,
 }
 
 impl Follow {
-    fn new(path: std::path::PathBuf) -> Self {
+    fn new(path: crate::engine::storage::Location) -> Self {
         Follow { path, at: 0 }
     }
 
-    /// Folds the complete lines added since the last call into `view`.
+    /// Folds the events added since the last call into `view`.
     fn read_new(&mut self, view: &SharedView) -> Result<()> {
-        let len = std::fs::metadata(&self.path)
-            .map_err(|e| Error::io(&self.path, e))?
-            .len();
-        if len < self.at {
-            self.at = 0; // replaced by a new log
+        if let crate::engine::storage::Location::Local(p) = &self.path {
+            let len = std::fs::metadata(p).map_err(|e| Error::io(p, e))?.len();
+            if len < self.at {
+                self.at = 0; // replaced by a new log
+            }
         }
         let (events, end) = crate::engine::event_log::read_events_from(&self.path, self.at, None)?;
         for e in &events {

@@ -182,7 +182,7 @@ pub fn local_storage(storage: &str) -> Result<String, String> {
     }
     if !scheme.eq_ignore_ascii_case("file") {
         return Err(format!(
-            "`{scheme}://` storage is not supported yet: checkpoints and tables are kept on the local file system"
+            "`{scheme}://` storage is not supported: keep it on the local file system or in S3 (`s3://bucket/prefix`)"
         ));
     }
     let path = match rest.strip_prefix("//") {
@@ -355,6 +355,15 @@ pub(crate) fn join_key(path: &str, key: &str) -> String {
 }
 
 impl PipelineSpec {
+    /// Where the pipeline keeps its checkpoints, event log and tables: an
+    /// `s3://bucket/prefix`, or [`storage_dir`](Self::storage_dir).
+    pub fn storage_location(&self) -> crate::engine::storage::Location {
+        match crate::engine::storage::object_key(&self.storage) {
+            Ok(Some(key)) => crate::engine::storage::Location::Object(key),
+            _ => crate::engine::storage::Location::Local(self.storage_dir()),
+        }
+    }
+
     /// The storage directory, resolved against the spec file's directory when
     /// written as a relative path.
     pub fn storage_dir(&self) -> PathBuf {

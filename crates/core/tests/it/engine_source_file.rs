@@ -952,7 +952,7 @@ fn the_session_setting_skips_corrupt_files_and_the_progress_counts_them() {
     let table = pipelines_core::engine::sinks::memory_table("corrupt_skipped").unwrap();
     assert_eq!(table.num_rows(), 2);
     let skipped: Vec<u64> =
-        pipelines_core::engine::event_log::read_batch_progress(&dir.join("storage"))
+        pipelines_core::engine::event_log::read_batch_progress(dir.join("storage"))
             .unwrap()
             .into_iter()
             .map(|v| {

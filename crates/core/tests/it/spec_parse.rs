@@ -294,9 +294,10 @@ fn storage_may_be_a_file_uri_as_spark_writes_it() {
     }
     for (storage, why) in [
         (
-            "s3://bucket/p",
-            "`s3://` storage is not supported yet: checkpoints and tables are kept on the local file system",
+            "gs://bucket/p",
+            "`gs://` storage is not supported: keep it on the local file system or in S3 (`s3://bucket/prefix`)",
         ),
+        ("s3:///p", "`s3:///p` names no bucket; write `s3://<bucket>/<prefix>`"),
         (
             "file://host/p",
             "`file://host/p` names a host; a `file:` URI must be local (`file:///path`)",

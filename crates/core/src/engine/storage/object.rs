@@ -289,6 +289,35 @@ pub(crate) fn is_empty(key: &ObjectKey) -> Result<bool> {
     .map_err(|e| failed("list", key, e))
 }
 
+/// The names of the objects directly under `key` (as a directory) that
+/// sort after `after`, sorted.
+pub(crate) fn list_after(key: &ObjectKey, after: Option<&str>) -> Result<Vec<String>> {
+    let Some(after) = after else {
+        return list(key);
+    };
+    let store = store_for(&key.store)?;
+    let prefix = key.path();
+    let offset = key.path().clone().join(after);
+    let listed: Vec<object_store::ObjectMeta> = block_on(async move {
+        let mut stream = store.list_with_offset(Some(&prefix), &offset);
+        let mut out = Vec::new();
+        while let Some(meta) = stream.next().await {
+            out.push(meta?);
+        }
+        Ok::<_, object_store::Error>(out)
+    })
+    .map_err(|e| failed("list", key, e))?;
+    let depth = key.path().parts().count() + 1;
+    let mut names: Vec<String> = listed
+        .iter()
+        .filter(|m| m.location.parts().count() == depth)
+        .filter_map(|m| m.location.filename().map(str::to_string))
+        .filter(|n| n.as_str() > after)
+        .collect();
+    names.sort_unstable();
+    Ok(names)
+}
+
 /// Deletes every object under `key` (as a directory).
 pub(crate) fn remove_all(key: &ObjectKey) -> Result<()> {
     let store = store_for(&key.store)?;
