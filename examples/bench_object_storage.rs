@@ -25,12 +25,12 @@ use pipelines_test_support::s3::S3Server;
 
 /// Runs `query` over one file per batch into a fresh Parquet table, its
 /// checkpoint at `checkpoint` (`None`: under the local storage); returns
-/// milliseconds per batch.
+/// milliseconds per batch and the batches.
 fn per_batch_ms(
     work: &Path,
     checkpoint: Option<&str>,
     query: fn(&Session) -> Result<DataFrame>,
-) -> Result<f64> {
+) -> Result<(f64, u64)> {
     let storage = work.join("storage");
     let _ = std::fs::remove_dir_all(&storage);
     let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
@@ -53,7 +53,8 @@ fn per_batch_ms(
     let t = std::time::Instant::now();
     let summary = run(&graph, &RunOptions::new(work, &storage))?;
     let secs = t.elapsed().as_secs_f64();
-    Ok(secs * 1000.0 / summary.flows[0].batches.max(1) as f64)
+    let batches = summary.flows[0].batches.max(1);
+    Ok((secs * 1000.0 / batches as f64, batches))
 }
 
 fn input() -> String {
@@ -105,7 +106,9 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
 
     println!("checkpoint per micro-batch ({n_files} batches of 1 row, {runs} runs each side, alternating; medians)");
-    println!("workload             local disk ms   S3 (moto, loopback) ms   ratio");
+    println!(
+        "workload             local disk ms   S3 (moto, loopback) ms   ratio   requests/batch"
+    );
     for (label, query) in [
         (
             "stateless copy",
@@ -114,13 +117,23 @@ fn main() -> Result<()> {
         ("windowed count", windowed),
     ] {
         let (mut local, mut remote) = (Vec::new(), Vec::new());
+        let before = pipelines::engine::storage::object::requests();
+        let mut remote_batches = 0;
         for run_no in 0..runs {
             local.push(per_batch_ms(&work, None, query)?);
             let ckpt = format!("s3://bench/{}/{run_no}", label.replace(' ', "-"));
-            remote.push(per_batch_ms(&work, Some(&ckpt), query)?);
+            let (ms, batches) = per_batch_ms(&work, Some(&ckpt), query)?;
+            remote.push(ms);
+            remote_batches += batches;
         }
+        let requests = (pipelines::engine::storage::object::requests() - before) as f64
+            / remote_batches as f64;
+        let local: Vec<f64> = local.into_iter().map(|(ms, _)| ms).collect();
         let (l, r) = (median(local), median(remote));
-        println!("{label:<20} {l:>13.2} {r:>24.2} {:>7.1}x", r / l);
+        println!(
+            "{label:<20} {l:>13.2} {r:>24.2} {:>7.1}x {requests:>16.1}",
+            r / l
+        );
     }
     Ok(())
 }

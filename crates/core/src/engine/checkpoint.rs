@@ -274,6 +274,10 @@ pub struct QueryShape {
 pub struct Checkpoint {
     dir: Location,
     query_id: String,
+    /// One more than the newest batch whose `offsets/N` this process wrote
+    /// or read (0: none): committing it needs no look-up (a request, in
+    /// object storage).
+    offsets_known: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Checkpoint {
@@ -304,7 +308,11 @@ impl Checkpoint {
                 }
             }
         };
-        Ok(Checkpoint { dir, query_id })
+        Ok(Checkpoint {
+            dir,
+            query_id,
+            offsets_known: Default::default(),
+        })
     }
 
     /// The checkpoint directory.
@@ -355,8 +363,18 @@ impl Checkpoint {
         let path = self.offsets_file(n);
         match path.read_text(DAMAGED_HINT)? {
             None => Ok(None),
-            Some(text) => parse_offsets(&path.shown(), &text).map(Some),
+            Some(text) => {
+                let entry = parse_offsets(&path.shown(), &text)?;
+                self.offsets_exist(n);
+                Ok(Some(entry))
+            }
         }
+    }
+
+    /// Notes that `offsets/<n>` exists.
+    fn offsets_exist(&self, n: u64) {
+        self.offsets_known
+            .fetch_max(n + 1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The latest batch of the offset log and its offsets.
@@ -377,7 +395,10 @@ impl Checkpoint {
         let path = self.offsets_file(n);
         let text = format_offsets(entry).map_err(|e| Error::checkpoint(path.shown(), e))?;
         match path.write_once(text.as_bytes())? {
-            WriteOnce::Written | WriteOnce::Identical => Ok(()),
+            WriteOnce::Written | WriteOnce::Identical => {
+                self.offsets_exist(n);
+                Ok(())
+            }
             WriteOnce::Differs => Err(Error::checkpoint(
                 path.shown(),
                 format!(
@@ -426,7 +447,11 @@ impl Checkpoint {
     /// the file exists with other content.
     pub fn write_commit(&self, n: u64, entry: &CommitEntry) -> Result<()> {
         let path = self.commits_dir().join(&n.to_string());
-        if !self.offsets_file(n).exists()? {
+        let known = self
+            .offsets_known
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > n;
+        if !known && !self.offsets_file(n).exists()? {
             return Err(Error::checkpoint(
                 path.shown(),
                 format!("cannot commit batch {n}: offsets/{n} does not exist"),

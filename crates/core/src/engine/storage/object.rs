@@ -75,6 +75,15 @@ pub fn store_for(store: &str) -> Result<Arc<dyn ObjectStore>> {
     Ok(built)
 }
 
+/// How many requests the engine's checkpoints, state, logs and leases have
+/// made to object storage in this process (Delta tables' own are not
+/// counted): the benchmark's requests per batch.
+pub fn requests() -> u64 {
+    REQUESTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs an object-store future to completion from synchronous code, also
 /// when called from inside the engine's own tokio runtime (on a helper
 /// thread, so no runtime is started inside another).
@@ -82,6 +91,7 @@ pub(crate) fn block_on<F: Future + Send>(fut: F) -> F::Output
 where
     F::Output: Send,
 {
+    REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     let rt = RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
