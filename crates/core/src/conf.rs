@@ -72,7 +72,7 @@ const LATE_ROWS: OptionDecl = OptionDecl::new(
 const CHECKPOINT: OptionDecl = OptionDecl::new(
     CHECKPOINT_LOCATION,
     OptionKind::Text,
-    "the flow's checkpoint directory",
+    "the flow's checkpoint directory: a path or `s3://bucket/prefix`",
 )
 .default_value("<storage>/checkpoints/<flow>");
 const PARTITIONS: OptionDecl = OptionDecl::new(

@@ -310,7 +310,7 @@ fn storage_may_be_a_file_uri_as_spark_writes_it() {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("pipeline.yml:2: `storage`: {why}\n  help: write a local path (`./pipeline-storage`, `/data/p`) or a `file:///` URI")
+            format!("pipeline.yml:2: `storage`: {why}\n  help: write a local path (`./pipeline-storage`, `/data/p`), a `file:///` URI or `s3://bucket/prefix`")
         );
     }
 }
