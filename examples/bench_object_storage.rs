@@ -18,7 +18,6 @@
 use std::path::Path;
 
 use pipelines as dp;
-use pipelines::engine::runtime::{run, RunOptions};
 use pipelines::prelude::*;
 use pipelines_test_support::bench_data::{self, median};
 use pipelines_test_support::s3::S3Server;
@@ -31,29 +30,11 @@ fn per_batch_ms(
     checkpoint: Option<&str>,
     query: fn(&Session) -> Result<DataFrame>,
 ) -> Result<(f64, u64)> {
-    let storage = work.join("storage");
-    let _ = std::fs::remove_dir_all(&storage);
-    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
-    if let Some(c) = checkpoint {
-        spec_text.push_str(&format!(
-            "flows:\n  bench_flow:\n    options:\n      checkpointLocation: {c}\n"
-        ));
-    }
-    let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
-    let p = dp::Pipeline::new()
-        .append_flow("bench_flow", "out", query)
-        .create_streaming_table(
-            "out",
-            dp::TableOptions {
-                format: Some("parquet".into()),
-                ..Default::default()
-            },
-        );
-    let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
-    let t = std::time::Instant::now();
-    let summary = run(&graph, &RunOptions::new(work, &storage))?;
-    let secs = t.elapsed().as_secs_f64();
-    let batches = summary.flows[0].batches.max(1);
+    let spec_extra = checkpoint.map_or_else(String::new, |c| {
+        format!("flows:\n  bench_flow:\n    options:\n      checkpointLocation: {c}\n")
+    });
+    let (secs, flow) = bench_data::timed_run_with(work, &spec_extra, &[], query)?;
+    let batches = flow.batches.max(1);
     Ok((secs * 1000.0 / batches as f64, batches))
 }
 

@@ -563,21 +563,10 @@ fn s3_root_crash_then_recover(
     let sink = format!("s3://{bucket}/out/key_counts");
     let mut env: Vec<(&str, String)> = server.env();
     env.push(("LOOP_SINK", sink.clone()));
+    // The kill-loop pipeline (over `run_child`'s default child).
+    env.push(("PIPELINE_CHILD", "kill_loop".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let run = |fault: Option<&str>| {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.current_dir(&dir)
-            .env("PIPELINE_CHILD", "kill_loop")
-            .arg("run");
-        match fault {
-            Some(f) => cmd.env("PIPELINES_FAULT", f),
-            None => cmd.env_remove("PIPELINES_FAULT"),
-        };
-        for (k, v) in &env {
-            cmd.env(k, v);
-        }
-        cmd.output().unwrap()
-    };
+    let run = |fault: Option<&str>| run_child(&dir, fault, &env, &["run"]);
     let crashed = run(Some(point));
     let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
     let recovered = run(None);

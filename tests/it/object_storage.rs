@@ -206,28 +206,41 @@ fn write_input(dir: &Path, name: &str, lines: &[&str]) {
     std::thread::sleep(std::time::Duration::from_millis(15));
 }
 
-/// `user,count` of every row in the Delta table `counts`.
-fn counts(dir: &Path) -> Vec<String> {
-    let table = dir.join("storage/tables/counts");
+/// `columns` of every row of the Delta table at `table`, as text joined
+/// by `,`, sorted.
+fn delta_rows(table: impl Into<Location>, columns: &[&str]) -> Vec<String> {
     let mut rows = Vec::new();
-    for b in dp::delta::read_table(&table).unwrap().unwrap_or_default() {
-        let user = b.column_by_name("user").unwrap();
-        let user = arrow::compute::cast(user, &arrow::datatypes::DataType::Utf8).unwrap();
-        let user = user
-            .as_any()
-            .downcast_ref::<arrow::array::StringArray>()
-            .unwrap();
-        let n = b.column_by_name("count").unwrap();
-        let n = n
-            .as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap();
+    for b in dp::delta::read_table(table).unwrap().unwrap_or_default() {
+        let texts: Vec<arrow::array::ArrayRef> = columns
+            .iter()
+            .map(|c| {
+                arrow::compute::cast(
+                    b.column_by_name(c).unwrap(),
+                    &arrow::datatypes::DataType::Utf8,
+                )
+                .unwrap()
+            })
+            .collect();
         for i in 0..b.num_rows() {
-            rows.push(format!("{},{}", user.value(i), n.value(i)));
+            let row: Vec<&str> = texts
+                .iter()
+                .map(|t| {
+                    t.as_any()
+                        .downcast_ref::<arrow::array::StringArray>()
+                        .unwrap()
+                        .value(i)
+                })
+                .collect();
+            rows.push(row.join(","));
         }
     }
     rows.sort();
     rows
+}
+
+/// `user,count` of every row in the Delta table `counts`.
+fn counts(dir: &Path) -> Vec<String> {
+    delta_rows(dir.join("storage/tables/counts"), &["user", "count"])
 }
 
 #[test]
@@ -340,24 +353,7 @@ fn python_rows(table: &str) -> Vec<String> {
 
 /// `id,name` rows of a Delta table read by our reader.
 fn our_rows(table: &Location) -> Vec<String> {
-    let mut rows = Vec::new();
-    for b in dp::delta::read_table(table).unwrap().unwrap_or_default() {
-        let id = b.column_by_name("id").unwrap();
-        let id = id
-            .as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap();
-        let name = b.column_by_name("name").unwrap();
-        let name = name
-            .as_any()
-            .downcast_ref::<arrow::array::StringArray>()
-            .unwrap();
-        for i in 0..b.num_rows() {
-            rows.push(format!("{},{}", id.value(i), name.value(i)));
-        }
-    }
-    rows.sort();
-    rows
+    delta_rows(table, &["id", "name"])
 }
 
 #[test]

@@ -11,8 +11,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
-use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, StringArray};
 use arrow::compute::cast;
@@ -27,35 +26,9 @@ use pipelines_core::error::{Error, Result};
 /// The directory of a Delta table's transaction log.
 pub const LOG_DIR: &str = "_delta_log";
 
-fn delta_runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("delta")
-            .enable_all()
-            .build()
-            .expect("the Delta runtime starts (it only needs two threads)")
-    })
-}
-
-/// Runs a delta-rs future to completion from synchronous code, also when
-/// called from inside the engine's own tokio runtime (on a helper thread,
-/// so no runtime is started inside another).
-pub fn block_on<F: Future + Send>(fut: F) -> F::Output
-where
-    F::Output: Send,
-{
-    let rt = delta_runtime();
-    if tokio::runtime::Handle::try_current().is_err() {
-        return rt.block_on(fut);
-    }
-    std::thread::scope(|s| {
-        s.spawn(|| rt.block_on(fut))
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
-}
+/// Runs a delta-rs future to completion from synchronous code (on the
+/// runtime object storage uses too).
+pub use pipelines_core::engine::storage::object::block_on;
 
 /// The URL delta-rs opens the table at: `file://` of a local directory
 /// (which must exist), or the `s3://bucket/prefix/` of one in object storage.

@@ -236,6 +236,22 @@ pub fn timed_run_checked(
     expectations: &[dp::Expectation],
     query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
 ) -> Result<(f64, FlowSummary)> {
+    let spec_extra = if fsync {
+        "configuration:\n  pipelines.checkpoint.fsync: \"true\"\n"
+    } else {
+        ""
+    };
+    timed_run_with(work, spec_extra, expectations, query)
+}
+
+/// [`timed_run_checked`] with `spec_extra` appended to the spec (YAML
+/// after `name:` and `storage:`; the flow is `bench_flow`).
+pub fn timed_run_with(
+    work: &Path,
+    spec_extra: &str,
+    expectations: &[dp::Expectation],
+    query: impl Fn(&Session) -> Result<DataFrame> + Send + Sync + 'static,
+) -> Result<(f64, FlowSummary)> {
     let storage = work.join("storage");
     let _ = std::fs::remove_dir_all(&storage);
     let p = dp::Pipeline::new()
@@ -248,10 +264,7 @@ pub fn timed_run_checked(
                 ..Default::default()
             },
         );
-    let mut spec_text = format!("name: bench\nstorage: {}\n", storage.display());
-    if fsync {
-        spec_text.push_str("configuration:\n  pipelines.checkpoint.fsync: \"true\"\n");
-    }
+    let spec_text = format!("name: bench\nstorage: {}\n{spec_extra}", storage.display());
     let spec = dp::spec::parse_str(&spec_text, &work.join("pipeline.yml"))?;
     let graph = p.build(&spec).map_err(dp::Error::Invalid)?;
     let opts = RunOptions::new(work, &storage);

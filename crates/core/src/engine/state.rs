@@ -63,6 +63,11 @@ pub struct StateStore {
     dir: Location,
     schema: SchemaRef,
     key_columns: usize,
+    /// Versions that have a snapshot although they are not every
+    /// [`SNAPSHOT_EVERY`]th (real-time epochs; one a failed epoch left
+    /// would hide a later delta of its version): from the listing at load
+    /// and this store's own writes, so a commit needs no look-up.
+    off_cycle_snapshots: Arc<std::sync::Mutex<BTreeSet<u64>>>,
 }
 
 impl StateStore {
@@ -74,6 +79,7 @@ impl StateStore {
             dir: dir.clone(),
             schema,
             key_columns,
+            off_cycle_snapshots: Default::default(),
         })
     }
 
@@ -87,6 +93,12 @@ impl StateStore {
     /// snapshot (or from version 0) up to `version` must exist.
     pub fn load(&self, version: u64) -> Result<RecordBatch> {
         let files = self.files()?;
+        self.note_off_cycle(&files);
+        self.load_from(&files, version)
+    }
+
+    /// [`StateStore::load`] over the directory's files, listed once.
+    fn load_from(&self, files: &BTreeSet<(u64, Kind)>, version: u64) -> Result<RecordBatch> {
         let mut base = None;
         for v in (0..=version).rev() {
             if files.contains(&(v, Kind::Snapshot)) {
@@ -133,7 +145,9 @@ impl StateStore {
         } else {
             // A snapshot a failed real-time epoch left for this version
             // would hide the delta.
-            self.path(version, "snapshot").remove()?;
+            if self.off_cycle().remove(&version) {
+                self.path(version, "snapshot").remove()?;
+            }
         }
         Ok(())
     }
@@ -143,14 +157,36 @@ impl StateStore {
     pub fn write_snapshot(&self, version: u64, full: &[RecordBatch]) -> Result<()> {
         let full = concat_batches(&self.schema, full).map_err(|e| self.fail(e))?;
         let snap = self.delta_batch(&full, &[])?;
-        self.write(&self.path(version, "snapshot"), &snap)
+        self.write(&self.path(version, "snapshot"), &snap)?;
+        if version % SNAPSHOT_EVERY != SNAPSHOT_EVERY - 1 {
+            self.off_cycle().insert(version);
+        }
+        Ok(())
+    }
+
+    fn off_cycle(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.off_cycle_snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the off-cycle snapshots among `files`.
+    fn note_off_cycle(&self, files: &BTreeSet<(u64, Kind)>) {
+        self.off_cycle().extend(
+            files
+                .iter()
+                .filter(|(v, k)| *k == Kind::Snapshot && v % SNAPSHOT_EVERY != SNAPSHOT_EVERY - 1)
+                .map(|(v, _)| *v),
+        );
     }
 
     /// The state after batch `version`, or an empty state when no batch is
     /// committed yet (`None`).
     pub fn load_or_empty(&self, version: Option<u64>) -> Result<RecordBatch> {
+        let files = self.files()?;
+        self.note_off_cycle(&files);
         match version {
-            Some(v) => self.load(v),
+            Some(v) => self.load_from(&files, v),
             None => Ok(RecordBatch::new_empty(self.schema.clone())),
         }
     }

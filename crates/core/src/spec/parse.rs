@@ -691,12 +691,7 @@ pub(crate) fn parse_document(text: &str, file: &Path) -> R<PipelineSpec> {
                         .invalid(k.line, "`storage` must not be empty")
                         .with_help("write e.g. `storage: ./pipeline-storage`"));
                 }
-                let checked = match crate::engine::storage::object_key(&s) {
-                    Ok(Some(_)) => Ok(()),
-                    Ok(None) => super::local_storage(&s).map(|_| ()),
-                    Err(why) => Err(why),
-                };
-                if let Err(why) = checked {
+                if let Err(why) = crate::engine::storage::Location::parse(&s, Path::new("")) {
                     return Err(ctx.invalid(k.line, format!("`storage`: {why}")).with_help(
                         "write a local path (`./pipeline-storage`, `/data/p`), a `file:///` URI or `s3://bucket/prefix`",
                     ));

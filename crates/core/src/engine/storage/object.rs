@@ -84,22 +84,22 @@ pub fn requests() -> u64 {
 
 static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Runs an object-store future to completion from synchronous code, also
-/// when called from inside the engine's own tokio runtime (on a helper
-/// thread, so no runtime is started inside another).
-pub(crate) fn block_on<F: Future + Send>(fut: F) -> F::Output
+/// Runs a future of object storage (or of delta-rs, which uses the same
+/// stores) to completion from synchronous code, also when called from
+/// inside the engine's own tokio runtime (on a helper thread, so no runtime
+/// is started inside another). One runtime of two threads serves both.
+pub fn block_on<F: Future + Send>(fut: F) -> F::Output
 where
     F::Output: Send,
 {
-    REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     let rt = RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name("pipelines-object-store")
+            .thread_name("pipelines-io")
             .enable_all()
             .build()
-            .expect("a tokio runtime for object storage")
+            .expect("a tokio runtime of two threads for object storage and Delta")
     });
     if tokio::runtime::Handle::try_current().is_err() {
         return rt.block_on(fut);
@@ -109,6 +109,16 @@ where
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
+}
+
+/// [`block_on`] for one request of the engine's own, counted in
+/// [`requests`].
+fn request<F: Future + Send>(fut: F) -> F::Output
+where
+    F::Output: Send,
+{
+    REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    block_on(fut)
 }
 
 fn failed(what: &str, key: &ObjectKey, e: object_store::Error) -> Error {
@@ -135,7 +145,7 @@ fn write_failed(key: &ObjectKey, e: object_store::Error) -> Error {
 pub(crate) fn read(key: &ObjectKey) -> Result<Option<Vec<u8>>> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         match store.get(&path).await {
             Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -154,7 +164,7 @@ pub(crate) fn write_once(key: &ObjectKey, bytes: &[u8]) -> Result<WriteOnce> {
         mode: PutMode::Create,
         ..Default::default()
     };
-    let put = block_on(async move { store.put_opts(&path, payload, opts).await });
+    let put = request(async move { store.put_opts(&path, payload, opts).await });
     match put {
         Ok(_) => Ok(WriteOnce::Written),
         Err(object_store::Error::AlreadyExists { .. }) => match read(key)? {
@@ -182,7 +192,7 @@ pub struct Version(UpdateVersion);
 pub(crate) fn read_versioned(key: &ObjectKey) -> Result<Option<(Vec<u8>, Version)>> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         match store.get(&path).await {
             Ok(got) => {
                 let version = UpdateVersion {
@@ -217,7 +227,7 @@ pub(crate) fn write_if(
         },
         ..Default::default()
     };
-    match block_on(async move { store.put_opts(&path, payload, opts).await }) {
+    match request(async move { store.put_opts(&path, payload, opts).await }) {
         Ok(put) => Ok(Some(Version(UpdateVersion {
             e_tag: put.e_tag,
             version: put.version,
@@ -233,7 +243,7 @@ pub(crate) fn replace(key: &ObjectKey, bytes: &[u8]) -> Result<()> {
     let store = store_for(&key.store)?;
     let path = key.path();
     let payload = PutPayload::from(bytes.to_vec());
-    block_on(async move { store.put(&path, payload).await })
+    request(async move { store.put(&path, payload).await })
         .map(|_| ())
         .map_err(|e| write_failed(key, e))
 }
@@ -242,7 +252,7 @@ pub(crate) fn replace(key: &ObjectKey, bytes: &[u8]) -> Result<()> {
 pub(crate) fn exists(key: &ObjectKey) -> Result<bool> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         match store.head(&path).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
@@ -259,7 +269,7 @@ pub(crate) fn remove(key: &ObjectKey) -> Result<bool> {
     }
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -273,7 +283,7 @@ pub(crate) fn remove(key: &ObjectKey) -> Result<bool> {
 pub(crate) fn list(key: &ObjectKey) -> Result<Vec<String>> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    let listed = block_on(async move { store.list_with_delimiter(Some(&path)).await })
+    let listed = request(async move { store.list_with_delimiter(Some(&path)).await })
         .map_err(|e| failed("list", key, e))?;
     let mut names: Vec<String> = listed
         .objects
@@ -288,7 +298,7 @@ pub(crate) fn list(key: &ObjectKey) -> Result<Vec<String>> {
 pub(crate) fn is_empty(key: &ObjectKey) -> Result<bool> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         let mut listed = store.list(Some(&path));
         match listed.next().await {
             None => Ok(true),
@@ -308,7 +318,7 @@ pub(crate) fn list_after(key: &ObjectKey, after: Option<&str>) -> Result<Vec<Str
     let store = store_for(&key.store)?;
     let prefix = key.path();
     let offset = key.path().clone().join(after);
-    let listed: Vec<object_store::ObjectMeta> = block_on(async move {
+    let listed: Vec<object_store::ObjectMeta> = request(async move {
         let mut stream = store.list_with_offset(Some(&prefix), &offset);
         let mut out = Vec::new();
         while let Some(meta) = stream.next().await {
@@ -332,7 +342,7 @@ pub(crate) fn list_after(key: &ObjectKey, after: Option<&str>) -> Result<Vec<Str
 pub(crate) fn remove_all(key: &ObjectKey) -> Result<()> {
     let store = store_for(&key.store)?;
     let path = key.path();
-    block_on(async move {
+    request(async move {
         let locations = store
             .list(Some(&path))
             .map(|m| m.map(|m| m.location))
