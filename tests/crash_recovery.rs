@@ -357,7 +357,7 @@ fn table_batches(dir: &Path, name: &str) -> Vec<arrow::record_batch::RecordBatch
         .unwrap_or_default();
     let mut out = Vec::new();
     for f in files {
-        let file = std::fs::File::open(&f.path).unwrap();
+        let file = std::fs::File::open(f.path.as_local().unwrap()).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
             .build()

@@ -40,7 +40,7 @@ fn table_column(table: &Path, column: &str) -> Vec<String> {
         .unwrap()
         .unwrap_or_default()
     {
-        let file = std::fs::File::open(&f.path).unwrap();
+        let file = std::fs::File::open(f.path.as_local().unwrap()).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
             .build()

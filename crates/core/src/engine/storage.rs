@@ -29,7 +29,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use local::WriteOnce;
-pub use object::ObjectKey;
+pub use object::{ListedObject, ObjectKey};
 
 use crate::error::{Error, Result};
 
@@ -262,6 +262,15 @@ impl Location {
         }
     }
 
+    /// [`Location::write_once`] of a file others may read too (a table's
+    /// manifest entry; a checkpoint's files are owner-only).
+    pub fn write_once_readable(&self, bytes: &[u8]) -> Result<WriteOnce> {
+        match self {
+            Location::Local(p) => local::write_once_as(p, bytes, local::Access::Shared),
+            Location::Object(k) => object::write_once(k, bytes),
+        }
+    }
+
     /// Replaces the file with `bytes` atomically: a reader sees the old
     /// bytes or the new ones, never a part.
     pub fn replace(&self, bytes: &[u8]) -> Result<()> {
@@ -307,6 +316,24 @@ impl Location {
                 .filter(|n| after.is_none_or(|a| n.as_str() > a))
                 .collect()),
             Location::Object(k) => object::list_after(k, after),
+        }
+    }
+
+    /// True when this is a directory: locally one that exists, in object
+    /// storage a prefix with at least one object under it.
+    pub fn is_dir(&self) -> Result<bool> {
+        match self {
+            Location::Local(p) => Ok(p.is_dir()),
+            Location::Object(k) => Ok(!object::is_empty(k)?),
+        }
+    }
+
+    /// Copies the local file `from` here (in object storage an upload, in
+    /// parts when large; locally a copy); returns its size.
+    pub fn upload_from(&self, from: &Path) -> Result<u64> {
+        match self {
+            Location::Local(p) => std::fs::copy(from, p).map_err(|e| Error::io(p, e)),
+            Location::Object(k) => object::upload(k, from),
         }
     }
 

@@ -81,7 +81,7 @@ fn read_parquet(path: &Path) -> Vec<RecordBatch> {
 fn all_ids(files: &[CommittedFile]) -> Vec<i64> {
     let mut out = Vec::new();
     for f in files {
-        for b in read_parquet(&f.path) {
+        for b in read_parquet(f.path.as_local().unwrap()) {
             out.extend(b.column(0).as_primitive::<Int64Type>().values().iter());
         }
     }
@@ -186,7 +186,7 @@ fn parquet_files_and_manifest_in_sparks_format() {
     assert_eq!(
         committed_files(&dir).unwrap(),
         Some(vec![CommittedFile {
-            path: file.clone(),
+            path: file.clone().into(),
             size,
             modification_time_ms: mtime,
             batch: Some((QID.to_string(), 0)),
@@ -394,7 +394,7 @@ fn max_records_per_file_splits() {
     let files = committed_files(&dir).unwrap().unwrap();
     let counts: Vec<usize> = files
         .iter()
-        .map(|f| read_parquet(&f.path).iter().map(|b| b.num_rows()).sum())
+        .map(|f| read_parquet(f.path.as_local().unwrap()).iter().map(|b| b.num_rows()).sum())
         .collect();
     assert_eq!(counts, vec![2, 2, 1]);
     assert_eq!(all_ids(&files), vec![0, 1, 2, 3, 4]);
@@ -451,7 +451,7 @@ fn partition_by_writes_hive_directories() {
     let rel: Vec<String> = files
         .iter()
         .map(|f| {
-            let r = f.path.strip_prefix(&dir).unwrap();
+            let r = f.path.as_local().unwrap().strip_prefix(&dir).unwrap();
             r.parent().unwrap().to_string_lossy().into_owned()
         })
         .collect();
@@ -464,7 +464,7 @@ fn partition_by_writes_hive_directories() {
         ]
     );
     // One file per partition; partition columns are not in the files.
-    let first = read_parquet(&files[0].path);
+    let first = read_parquet(files[0].path.as_local().unwrap());
     assert_eq!(first[0].schema().fields().len(), 1);
     assert_eq!(first[0].schema().field(0).name(), "v");
     assert_eq!(
@@ -666,19 +666,19 @@ fn reads_manifests_written_by_spark() {
         files,
         vec![
             CommittedFile {
-                path: dir.join("part-00000-a-c000.snappy.parquet"),
+                path: dir.join("part-00000-a-c000.snappy.parquet").into(),
                 size: 10,
                 modification_time_ms: 1_700_000_000_000,
                 batch: None
             },
             CommittedFile {
-                path: dir.join("part-00001-a-c000.snappy.parquet"),
+                path: dir.join("part-00001-a-c000.snappy.parquet").into(),
                 size: 11,
                 modification_time_ms: 1_700_000_000_000,
                 batch: None
             },
             CommittedFile {
-                path: dir.join("p=x%3Ay/part-00000-b-c000.snappy.parquet"),
+                path: dir.join("p=x%3Ay/part-00000-b-c000.snappy.parquet").into(),
                 size: 12,
                 modification_time_ms: 1_700_000_000_001,
                 batch: None

@@ -275,16 +275,6 @@ impl SourceConnector for FileConnector {
         read: &DeclaredRead<'_>,
     ) -> std::result::Result<Option<SchemaRef>, PlanError> {
         require_path(read)?;
-        if let Some(Ok(Some(key))) = read.path.map(crate::engine::storage::object_key) {
-            return Err(PlanError::with_help(
-                format!(
-                    "{} sources in object storage ({}) are not supported yet",
-                    self.name(),
-                    key.url()
-                ),
-                "copy the files to the local file system, or read a Delta table there (`format(\"delta\")`)",
-            ));
-        }
         let kind = if read.streaming { "streaming" } else { "batch" };
         match self.format {
             FileFormat::Text => match &read.schema {
@@ -376,6 +366,10 @@ impl SinkConnector for FileConnector {
         true
     }
 
+    fn writes_object_storage(&self) -> bool {
+        true
+    }
+
     fn default_table_preference(&self) -> u8 {
         // Parquet is the default table format of a build without Delta.
         u8::from(self.format == FileFormat::Parquet)
@@ -419,7 +413,16 @@ pub fn infer_file_schema(
         FileFormat::Csv => "csv",
         FileFormat::Text => return Ok(text_schema()),
     };
-    let Some(file) = first_file(Path::new(path), ext) else {
+    let sample = match crate::engine::storage::object_key(path) {
+        Ok(Some(key)) => first_object(&key, ext).map_err(|e| {
+            PlanError::with_help(
+                format!("cannot infer the schema of the {}: {e}", read.describe()),
+                help(),
+            )
+        })?,
+        _ => first_file(Path::new(path), ext).map(Sample::File),
+    };
+    let Some(sample) = sample else {
         return Err(PlanError::with_help(
             format!(
                 "cannot infer the schema of the {}: no .{ext} file under it",
@@ -433,23 +436,38 @@ pub fn infer_file_schema(
             format!(
                 "cannot infer the schema of the {} from `{}`: {why}",
                 read.describe(),
-                file.display()
+                sample.name()
             ),
             help(),
         )
     };
-    let f = std::fs::File::open(&file).map_err(|e| fail(e.to_string()))?;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let open = || -> std::result::Result<Box<dyn ReadSeek>, PlanError> {
+        match &sample {
+            Sample::File(file) => Ok(Box::new(std::io::BufReader::new(
+                std::fs::File::open(file).map_err(|e| fail(e.to_string()))?,
+            ))),
+            Sample::Object(_, bytes) => Ok(Box::new(std::io::Cursor::new(bytes.clone()))),
+        }
+    };
     match format {
         FileFormat::Parquet => crate::engine::sources::without_panics(|| {
-            Ok(
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)?
-                    .schema()
-                    .clone(),
-            )
+            Ok(match &sample {
+                Sample::File(file) => ParquetRecordBatchReaderBuilder::try_new(
+                    std::fs::File::open(file).map_err(|e| crate::error::Error::io(file, e))?,
+                )?
+                .schema()
+                .clone(),
+                Sample::Object(_, bytes) => {
+                    ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?
+                        .schema()
+                        .clone()
+                }
+            })
         })
         .map_err(|e| fail(e.to_string())),
         FileFormat::Json => {
-            let mut r = std::io::BufReader::new(f);
+            let mut r = open()?;
             let (schema, _) =
                 arrow::json::reader::infer_json_schema_from_seekable(&mut r, Some(1000))
                     .map_err(|e| fail(e.to_string()))?;
@@ -469,7 +487,7 @@ pub fn infer_file_schema(
                 .with_header(header)
                 .with_delimiter(delimiter);
             let (schema, _) = format
-                .infer_schema(std::io::BufReader::new(f), Some(1000))
+                .infer_schema(open()?, Some(1000))
                 .map_err(|e| fail(e.to_string()))?;
             let fields: Vec<Field> = schema
                 .fields()
@@ -486,6 +504,69 @@ pub fn infer_file_schema(
             Ok(Arc::new(Schema::new(fields)))
         }
     }
+}
+
+/// The file a schema is inferred from.
+enum Sample {
+    /// A local file.
+    File(PathBuf),
+    /// An object (its URL) and its bytes.
+    Object(String, bytes::Bytes),
+}
+
+impl Sample {
+    fn name(&self) -> String {
+        match self {
+            Sample::File(p) => p.display().to_string(),
+            Sample::Object(url, _) => url.clone(),
+        }
+    }
+}
+
+/// A sample's bytes, read from the start.
+trait ReadSeek: std::io::BufRead + std::io::Seek {}
+impl<T: std::io::BufRead + std::io::Seek> ReadSeek for T {}
+
+/// The object `key`, or else the first object ending in `.ext` under it
+/// (fewest levels deep, then in key order), skipping hidden and
+/// `_`-prefixed names at every level; fetched.
+fn first_object(
+    key: &crate::engine::storage::ObjectKey,
+    ext: &str,
+) -> crate::error::Result<Option<Sample>> {
+    use crate::engine::storage::object;
+    let chosen = if object::head(key)?.is_some() {
+        Some(key.clone())
+    } else {
+        let suffix = format!(".{ext}");
+        object::list_recursive(key)?
+            .into_iter()
+            .filter(|o| {
+                o.relative.ends_with(&suffix)
+                    && o.relative
+                        .split('/')
+                        .all(|s| !s.starts_with('.') && !s.starts_with('_'))
+            })
+            .min_by(|a, b| {
+                (a.relative.matches('/').count(), &a.relative)
+                    .cmp(&(b.relative.matches('/').count(), &b.relative))
+            })
+            .map(|o| crate::engine::storage::ObjectKey {
+                store: key.store.clone(),
+                key: if key.key.is_empty() {
+                    o.relative
+                } else {
+                    format!("{}/{}", key.key, o.relative)
+                },
+            })
+    };
+    let Some(chosen) = chosen else {
+        return Ok(None);
+    };
+    Ok(object::read_many(std::slice::from_ref(&chosen))?
+        .pop()
+        .flatten()
+        .map(|bytes| Sample::Object(chosen.url(), bytes)))
 }
 
 /// The first file (in path order) ending in `.ext` under `dir` (or `dir`

@@ -12,6 +12,11 @@
 //! replayed after a crash is recognised and skipped. An empty batch writes
 //! no file and no entry.
 //!
+//! The table may be in object storage (`s3://bucket/prefix`): each data
+//! file is then written to a temporary local file and uploaded to its final
+//! key (in parts when large) before the manifest entry is put, written once
+//! like every entry.
+//!
 //! Options (case-insensitive): `compression` (parquet: `snappy` (default),
 //! `zstd`, `none`/`uncompressed`; json/csv: `none`), `maxRecordsPerFile`
 //! (0: no limit), and for csv `header` (default `true`) and `sep` /
@@ -20,7 +25,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, UInt32Array};
@@ -34,6 +39,7 @@ use parquet::file::properties::WriterProperties;
 use super::manifest::{self, PipelinesTag, SinkFileStatus, METADATA_DIR};
 use super::parquet_writer::{encode_threads, ParallelParquetWriter};
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
+use crate::engine::storage::Location;
 use crate::error::{Error, Result};
 use crate::formats::OutputMode;
 use crate::options::Options;
@@ -82,8 +88,8 @@ pub struct FileSink {
     /// The writing flow (for fault injection in crash tests).
     flow: String,
     format: FileFormat,
-    dir: PathBuf,
-    meta: PathBuf,
+    dir: Location,
+    meta: Location,
     query_id: String,
     /// Partition columns, as named in the schema.
     partition_cols: Vec<String>,
@@ -108,12 +114,13 @@ impl FileSink {
                 "set `path:` on the sink (a directory; it is created when missing)",
             ));
         };
-        let path = path.require_local(
-            &format!("sink `{}`: a {} table", ctx.name, format.name()),
-            "keep file tables on the local file system, or store the table as `delta`",
-        )?;
-        fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
-        let dir = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        let dir = match path {
+            Location::Local(path) => {
+                fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+                Location::Local(fs::canonicalize(path).map_err(|e| Error::io(path, e))?)
+            }
+            Location::Object(_) => path.clone(),
+        };
         let max_records_per_file = max_records_per_file(&options)?;
         let mut partition_cols = Vec::new();
         for c in &ctx.partition_cols {
@@ -164,7 +171,7 @@ impl FileSink {
         // the directory before the first commit knows it is a sink's table
         // (and reads no uncommitted file), not a plain directory.
         let meta = dir.join(METADATA_DIR);
-        fs::create_dir_all(&meta).map_err(|e| Error::io(&meta, e))?;
+        manifest::create(&meta)?;
         let (committed, seen_entry) = manifest::committed_batches_and_latest(&meta, &ctx.query_id)?;
         Ok(FileSink {
             name: ctx.name.clone(),
@@ -181,7 +188,7 @@ impl FileSink {
     }
 
     /// The table directory (absolute).
-    pub fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Location {
         &self.dir
     }
 
@@ -270,14 +277,16 @@ impl FileSink {
         rel: &str,
         batches: &[RecordBatch],
         job: &str,
-        written: &mut Vec<PathBuf>,
+        written: &mut Vec<Location>,
     ) -> Result<Vec<SinkFileStatus>> {
         let target_dir = if rel.is_empty() {
             self.dir.clone()
         } else {
             self.dir.join(rel)
         };
-        fs::create_dir_all(&target_dir).map_err(|e| Error::io(&target_dir, e))?;
+        if let Location::Local(d) = &target_dir {
+            fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
         let limit = if self.max_records_per_file == 0 {
             u64::MAX
         } else {
@@ -285,29 +294,31 @@ impl FileSink {
         };
         let file_schema = file_schema(batches);
         let mut statuses = Vec::new();
-        let mut current: Option<(PathBuf, FormatWriter)> = None;
+        let mut current: Option<(DataFile, FormatWriter)> = None;
         let mut in_file = 0u64;
         let mut count = 0usize;
         for batch in batches {
             let mut offset = 0usize;
             while offset < batch.num_rows() {
                 if current.is_none() {
-                    let path = target_dir.join(format!(
+                    let target = target_dir.join(&format!(
                         "part-00000-{job}-c{count:03}{}",
                         self.format.extension()
                     ));
                     count += 1;
-                    written.push(path.clone());
-                    let w = FormatWriter::create(&path, &self.format, &file_schema)?;
-                    current = Some((path, w));
+                    written.push(target.clone());
+                    let file = DataFile::new(target)?;
+                    let w = FormatWriter::create(file.local(), &self.format, &file_schema)?;
+                    current = Some((file, w));
                     in_file = 0;
                 }
                 let room = (limit - in_file).min((batch.num_rows() - offset) as u64) as usize;
                 let slice = batch.slice(offset, room);
-                if let Some((path, w)) = current.as_mut() {
-                    let slice =
-                        conform(&slice, w.schema()).map_err(|e| self.write_error(path, e))?;
-                    w.write(&slice).map_err(|e| self.write_error(path, e))?;
+                if let Some((file, w)) = current.as_mut() {
+                    let slice = conform(&slice, w.schema())
+                        .map_err(|e| self.write_error(&file.target, e))?;
+                    w.write(&slice)
+                        .map_err(|e| self.write_error(&file.target, e))?;
                 }
                 offset += room;
                 in_file += room as u64;
@@ -324,25 +335,16 @@ impl FileSink {
         Ok(statuses)
     }
 
-    fn write_error(&self, path: &Path, e: Error) -> Error {
-        Error::runtime(format!(
-            "sink `{}`: writing {} failed: {e}",
-            self.name,
-            path.display()
-        ))
+    fn write_error(&self, path: &Location, e: Error) -> Error {
+        Error::runtime(format!("sink `{}`: writing {path} failed: {e}", self.name))
     }
 
-    fn finish(&self, path: PathBuf, w: FormatWriter) -> Result<SinkFileStatus> {
-        w.finish().map_err(|e| self.write_error(&path, e))?;
-        let md = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
-        let mtime = md
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as i64);
+    fn finish(&self, file: DataFile, w: FormatWriter) -> Result<SinkFileStatus> {
+        w.finish().map_err(|e| self.write_error(&file.target, e))?;
+        let (size, mtime) = file.finish()?;
         Ok(SinkFileStatus {
-            path: manifest::path_to_uri(&path),
-            size: md.len() as i64,
+            path: manifest::location_to_uri(&file.target),
+            size: size as i64,
             is_dir: false,
             modification_time: mtime,
             block_replication: 1,
@@ -359,7 +361,7 @@ impl Sink for FileSink {
             "{} sink `{}` at {}",
             self.format.name(),
             self.name,
-            self.dir.display()
+            self.dir
         )
     }
 
@@ -428,11 +430,60 @@ impl Sink for FileSink {
             Err(e) => {
                 // Uncommitted files are invisible anyway; tidy up.
                 for p in written {
-                    let _ = fs::remove_file(p);
+                    let _ = p.remove();
                 }
                 Err(e)
             }
         }
+    }
+}
+
+/// A data file being written: directly at its final path, or for an
+/// object at a temporary local file uploaded when it is finished.
+struct DataFile {
+    target: Location,
+    /// The local file an object is written to first (removed on drop).
+    spool: Option<tempfile::TempPath>,
+}
+
+impl DataFile {
+    fn new(target: Location) -> Result<DataFile> {
+        let spool = match &target {
+            Location::Local(_) => None,
+            Location::Object(_) => Some(
+                tempfile::Builder::new()
+                    .prefix("pipelines-upload-")
+                    .tempfile()
+                    .map_err(|e| Error::io(std::env::temp_dir(), e))?
+                    .into_temp_path(),
+            ),
+        };
+        Ok(DataFile { target, spool })
+    }
+
+    /// Where the bytes are written.
+    fn local(&self) -> &Path {
+        match (&self.spool, &self.target) {
+            (Some(spool), _) => spool,
+            (None, Location::Local(p)) => p,
+            (None, Location::Object(_)) => Path::new(""),
+        }
+    }
+
+    /// Uploads a spooled file; the file's size and modification time (ms).
+    fn finish(&self) -> Result<(u64, i64)> {
+        if self.spool.is_some() {
+            let size = self.target.upload_from(self.local())?;
+            return Ok((size, crate::engine::sources::now_ms()));
+        }
+        let path = self.local();
+        let md = fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let mtime = md
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        Ok((md.len(), mtime))
     }
 }
 

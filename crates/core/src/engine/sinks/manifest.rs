@@ -15,23 +15,29 @@
 //! which query and batch wrote the file, so a replayed batch is recognised.
 //! Every 10th entry (`N % 10 == 9`) is a compaction `N.compact` holding every
 //! live file so far; readers start from the latest compaction. Entries are
-//! created with an exclusive hard link, so concurrent writers (several flows
-//! appending to one table) each get their own entry number. Unlike Spark's
+//! written once (an exclusive hard link locally, a conditional put in object
+//! storage), so concurrent writers (several flows appending to one table)
+//! each get their own entry number. Unlike Spark's
 //! file sink, entry numbers are therefore not batch ids; the `pipelines`
 //! field carries the batch.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::checkpoint::{check_version, shorten};
-use crate::engine::storage::local::{link_exclusive, write_temp, Access};
+use crate::engine::storage::{Location, WriteOnce};
 use crate::error::{Error, Result};
 
 /// The name of the manifest directory inside a table directory.
 pub const METADATA_DIR: &str = "_spark_metadata";
+
+/// In object storage, where directories do not exist, the object that
+/// marks a manifest before its first entry (readers then know the
+/// directory is a sink's table, as they know from `_spark_metadata/`
+/// existing locally). Spark's manifest readers skip it: it is not a number.
+pub(crate) const MARKER: &str = ".pipelines-manifest";
 
 /// Spark's default `spark.sql.streaming.fileSink.log.compactInterval`.
 pub const COMPACT_INTERVAL: u64 = 10;
@@ -42,8 +48,8 @@ const MANIFEST_HINT: &str = "the table's manifest is damaged: restore the file f
 /// A data file of a table, as listed by its manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommittedFile {
-    /// Absolute path of the data file.
-    pub path: PathBuf,
+    /// The data file (an absolute path, or an object).
+    pub path: Location,
     /// Size in bytes when it was committed.
     pub size: u64,
     /// Modification time when it was committed (ms since the epoch).
@@ -95,24 +101,25 @@ pub(crate) struct SinkFileStatus {
 /// a `"delete"` action are left out. Reads logs written by Spark too
 /// (`file:` URIs, percent-encoded). A number missing between the latest
 /// compaction and the latest entry is an error naming the missing file.
-pub fn committed_files(dir: &Path) -> Result<Option<Vec<CommittedFile>>> {
+pub fn committed_files(dir: impl Into<Location>) -> Result<Option<Vec<CommittedFile>>> {
+    let dir = dir.into();
     let meta = dir.join(METADATA_DIR);
-    if !meta.is_dir() {
+    if !meta.is_dir()? {
         return Ok(None);
     }
     let state = read_log(&meta)?;
     let mut out = Vec::with_capacity(state.live.len());
     for (file, s) in state.live {
-        out.push(to_committed(dir, &file, s)?);
+        out.push(to_committed(&dir, &file, s)?);
     }
     Ok(Some(out))
 }
 
-fn to_committed(dir: &Path, file: &Path, s: SinkFileStatus) -> Result<CommittedFile> {
-    let path = uri_to_path(&s.path, dir).map_err(|m| Error::checkpoint(file, m))?;
+fn to_committed(dir: &Location, file: &Location, s: SinkFileStatus) -> Result<CommittedFile> {
+    let path = uri_to_location(&s.path, dir).map_err(|m| Error::checkpoint(file.shown(), m))?;
     if s.size < 0 {
         return Err(Error::checkpoint(
-            file,
+            file.shown(),
             format!("lists `{}` with a negative size; {MANIFEST_HINT}", s.path),
         ));
     }
@@ -125,17 +132,10 @@ fn to_committed(dir: &Path, file: &Path, s: SinkFileStatus) -> Result<CommittedF
 }
 
 /// The manifest's entries: number → is it a compaction.
-fn list_log(meta: &Path) -> Result<BTreeMap<u64, bool>> {
+fn list_log(meta: &Location) -> Result<BTreeMap<u64, bool>> {
     let mut out = BTreeMap::new();
-    let entries = match fs::read_dir(meta) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(Error::io(meta, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(meta, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for name in meta.list()? {
+        let name = name.as_str();
         if name.starts_with('.') {
             continue;
         }
@@ -151,11 +151,11 @@ fn list_log(meta: &Path) -> Result<BTreeMap<u64, bool>> {
     Ok(out)
 }
 
-fn entry_path(meta: &Path, id: u64, compact: bool) -> PathBuf {
+fn entry_path(meta: &Location, id: u64, compact: bool) -> Location {
     if compact {
-        meta.join(format!("{id}.compact"))
+        meta.join(&format!("{id}.compact"))
     } else {
-        meta.join(id.to_string())
+        meta.join(&id.to_string())
     }
 }
 
@@ -166,12 +166,12 @@ pub(crate) struct LogState {
     /// The latest compaction at or before `latest`.
     pub latest_compact: Option<u64>,
     /// Live files in log order, with the manifest file that listed them.
-    pub live: Vec<(PathBuf, SinkFileStatus)>,
+    pub live: Vec<(Location, SinkFileStatus)>,
 }
 
 /// Reads the manifest from its latest compaction on. Retries when a file
 /// disappears while reading (a concurrent writer's cleanup).
-pub(crate) fn read_log(meta: &Path) -> Result<LogState> {
+pub(crate) fn read_log(meta: &Location) -> Result<LogState> {
     let mut last_missing = None;
     for _ in 0..20 {
         match try_read_log(meta)? {
@@ -179,15 +179,15 @@ pub(crate) fn read_log(meta: &Path) -> Result<LogState> {
             Err(missing) => last_missing = Some(missing),
         }
     }
-    let missing = last_missing.unwrap_or_else(|| meta.to_path_buf());
+    let missing = last_missing.unwrap_or_else(|| meta.clone());
     Err(Error::checkpoint(
-        missing,
+        missing.shown(),
         "kept disappearing while the manifest was read (is something deleting `_spark_metadata` files?)",
     ))
 }
 
 /// `Ok(Err(path))` when `path` vanished between listing and reading.
-fn try_read_log(meta: &Path) -> Result<std::result::Result<LogState, PathBuf>> {
+fn try_read_log(meta: &Location) -> Result<std::result::Result<LogState, Location>> {
     let listing = list_log(meta)?;
     let Some((&latest, _)) = listing.iter().next_back() else {
         return Ok(Ok(LogState {
@@ -198,17 +198,17 @@ fn try_read_log(meta: &Path) -> Result<std::result::Result<LogState, PathBuf>> {
     };
     let latest_compact = listing.iter().rev().find(|(_, &c)| c).map(|(&id, _)| id);
     let start = latest_compact.unwrap_or(0);
-    let mut live: Vec<(PathBuf, SinkFileStatus)> = Vec::new();
+    let mut live: Vec<(Location, SinkFileStatus)> = Vec::new();
     for id in start..=latest {
         let Some(&compact) = listing.get(&id) else {
-            let missing = meta.join(id.to_string());
+            let missing = meta.join(&id.to_string());
             let after = if start == 0 && latest_compact.is_none() {
                 "the log starts at 0".to_string()
             } else {
                 format!("it follows `{start}.compact`")
             };
             return Err(Error::checkpoint(
-                missing,
+                missing.shown(),
                 format!(
                     "is missing from the manifest ({after} and runs to entry {latest}); \
                      {MANIFEST_HINT}"
@@ -216,13 +216,9 @@ fn try_read_log(meta: &Path) -> Result<std::result::Result<LogState, PathBuf>> {
             ));
         };
         let path = entry_path(meta, id, compact);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(path)),
-            Err(e) => return Err(Error::io(&path, e)),
+        let Some(text) = path.read_text(MANIFEST_HINT)? else {
+            return Ok(Err(path));
         };
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::checkpoint(&path, format!("is not UTF-8 text; {MANIFEST_HINT}")))?;
         for s in parse_entry(&path, &text)? {
             if s.action == "delete" {
                 live.retain(|(_, l)| l.path != s.path);
@@ -238,10 +234,10 @@ fn try_read_log(meta: &Path) -> Result<std::result::Result<LogState, PathBuf>> {
     }))
 }
 
-fn parse_entry(path: &Path, text: &str) -> Result<Vec<SinkFileStatus>> {
+fn parse_entry(path: &Location, text: &str) -> Result<Vec<SinkFileStatus>> {
     let mut lines = text.split('\n');
     let first = lines.next().filter(|l| !l.is_empty());
-    check_version(path, first, MANIFEST_HINT)?;
+    check_version(&path.shown(), first, MANIFEST_HINT)?;
     let mut out = Vec::new();
     for (i, line) in lines.enumerate() {
         let line = line.trim_end_matches('\r');
@@ -250,7 +246,7 @@ fn parse_entry(path: &Path, text: &str) -> Result<Vec<SinkFileStatus>> {
         }
         let s: SinkFileStatus = serde_json::from_str(line).map_err(|e| {
             Error::checkpoint(
-                path,
+                path.shown(),
                 format!(
                     "line {} is not a valid file status ({e}): `{}`; {MANIFEST_HINT}",
                     i + 2,
@@ -277,17 +273,17 @@ fn format_entry(statuses: &[SinkFileStatus]) -> Result<String> {
 /// this writer knows of) are read first: one holding a file of the same
 /// (query id, batch id) means another run committed this batch meanwhile,
 /// and the entry is refused (Spark's "race while writing batch") so that no
-/// batch is listed twice. The entry is created exclusively
-/// (temp file + hard link); when another writer took the number, retries
+/// batch is listed twice. The entry is written once (temp file + hard link,
+/// or a conditional put); when another writer took the number, retries
 /// with the next one. Every [`COMPACT_INTERVAL`]th entry is a compaction
 /// holding all live files; after writing one, entries older than the
 /// previous compaction are deleted.
 pub(crate) fn append_entry(
-    meta: &Path,
+    meta: &Location,
     statuses: &[SinkFileStatus],
     seen: Option<u64>,
 ) -> Result<u64> {
-    fs::create_dir_all(meta).map_err(|e| Error::io(meta, e))?;
+    create(meta)?;
     let tag = statuses.iter().find_map(|s| s.pipelines.as_ref());
     for _ in 0..10_000 {
         let listing = list_log(meta)?;
@@ -308,21 +304,17 @@ pub(crate) fn append_entry(
             (format_entry(statuses)?, None)
         };
         let target = entry_path(meta, n, compact);
-        if entry_path(meta, n, !compact).exists() {
+        if entry_path(meta, n, !compact).exists()? {
             continue;
         }
-        let tmp = write_temp(&target, content.as_bytes(), Access::Shared)?;
-        let linked = link_exclusive(&tmp, &target, content.as_bytes());
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(true) => {
-                crate::engine::storage::local::sync_dir(meta);
+        match target.write_once_readable(content.as_bytes())? {
+            WriteOnce::Written => {
                 // A writer that took its number long ago may have linked
                 // it after a newer compaction (and its cleanup) passed that
                 // number by: readers start at the compaction, so the entry
                 // would be lost. Then take a new number.
                 if superseded(meta, n, statuses)? {
-                    let _ = fs::remove_file(&target);
+                    let _ = target.remove();
                     continue;
                 }
                 if let Some(p) = prev_compact {
@@ -330,19 +322,26 @@ pub(crate) fn append_entry(
                 }
                 return Ok(n);
             }
-            Ok(false) => continue,
-            Err(e) => return Err(Error::io(&target, e)),
+            WriteOnce::Identical | WriteOnce::Differs => continue,
         }
     }
     Err(Error::runtime(format!(
-        "could not add an entry to the manifest {}: other writers kept taking every entry number",
-        meta.display()
+        "could not add an entry to the manifest {meta}: other writers kept taking every entry number"
     )))
+}
+
+/// Makes the manifest `meta` exist before its first entry: a directory
+/// locally, the [`MARKER`] object in object storage.
+pub(crate) fn create(meta: &Location) -> Result<()> {
+    match meta {
+        Location::Local(p) => std::fs::create_dir_all(p).map_err(|e| Error::io(p, e)),
+        Location::Object(_) => meta.join(MARKER).write_once_readable(b"").map(|_| ()),
+    }
 }
 
 /// Fails when an entry after `seen` already lists a file of `tag`'s batch.
 fn check_not_committed(
-    meta: &Path,
+    meta: &Location,
     listing: &BTreeMap<u64, bool>,
     seen: Option<u64>,
     tag: &PipelinesTag,
@@ -350,11 +349,9 @@ fn check_not_committed(
     let after = seen.map_or(0, |s| s + 1);
     for (&id, &compact) in listing.range(after..) {
         let path = entry_path(meta, id, compact);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            // Removed by a cleanup: a later compaction holds its files.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
+        // Removed by a cleanup: a later compaction holds its files.
+        let Some(text) = path.read_text(MANIFEST_HINT)? else {
+            continue;
         };
         let taken = parse_entry(&path, &text)?.iter().any(|s| {
             s.action != "delete"
@@ -368,7 +365,7 @@ fn check_not_committed(
                     "race while writing batch {} of query {}: manifest entry {} already lists it, written by another run of the same flow",
                     tag.batch_id,
                     tag.query_id,
-                    path.display()
+                    path
                 ),
                 "run each flow once at a time; this run's files of the batch were not committed",
             ));
@@ -379,7 +376,7 @@ fn check_not_committed(
 
 /// True when a compaction newer than entry `n` exists that does not list
 /// `statuses`' files: entry `n` is then invisible to readers.
-fn superseded(meta: &Path, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> {
+fn superseded(meta: &Location, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> {
     for _ in 0..20 {
         let listing = list_log(meta)?;
         let Some(latest_compact) = listing.iter().rev().find(|(_, &c)| c).map(|(&id, _)| id) else {
@@ -389,11 +386,9 @@ fn superseded(meta: &Path, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> 
             return Ok(false);
         }
         let path = entry_path(meta, latest_compact, true);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            // Cleaned up by a newer compaction meanwhile: look again.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
+        // Cleaned up by a newer compaction meanwhile: look again.
+        let Some(text) = path.read_text(MANIFEST_HINT)? else {
+            continue;
         };
         let listed: HashSet<String> = parse_entry(&path, &text)?
             .into_iter()
@@ -402,27 +397,27 @@ fn superseded(meta: &Path, n: u64, statuses: &[SinkFileStatus]) -> Result<bool> 
         return Ok(!statuses.iter().all(|s| listed.contains(&s.path)));
     }
     Err(Error::checkpoint(
-        meta,
+        meta.shown(),
         "its compactions kept disappearing while an entry was added (is something deleting `_spark_metadata` files?)",
     ))
 }
 
 /// Deletes manifest entries older than compaction `keep_from` (best effort:
 /// they are no longer needed by any reader that starts from a compaction).
-fn cleanup(meta: &Path, keep_from: u64) {
+fn cleanup(meta: &Location, keep_from: u64) {
     let Ok(listing) = list_log(meta) else { return };
     for (&id, &compact) in listing.range(..keep_from) {
-        let _ = fs::remove_file(entry_path(meta, id, compact));
+        let _ = entry_path(meta, id, compact).remove();
     }
 }
 
 /// The batch ids `query_id` has committed to the manifest at `meta`.
 /// Also returns the latest entry number of the manifest.
 pub(crate) fn committed_batches_and_latest(
-    meta: &Path,
+    meta: &Location,
     query_id: &str,
 ) -> Result<(HashSet<u64>, Option<u64>)> {
-    if !meta.is_dir() {
+    if !meta.is_dir()? {
         return Ok((HashSet::new(), None));
     }
     let state = read_log(meta)?;
@@ -437,9 +432,19 @@ pub(crate) fn committed_batches_and_latest(
     Ok((committed, latest))
 }
 
-/// Converts a manifest path (`file:///abs`, `file:/abs`, or a plain path)
-/// to a local path; relative plain paths are resolved against `dir`.
-pub(crate) fn uri_to_path(uri: &str, dir: &Path) -> std::result::Result<PathBuf, String> {
+/// Converts a manifest path (`file:///abs`, `file:/abs`, `s3a://bucket/key`
+/// or `s3://…`, or a plain path) to a location; relative plain paths are
+/// resolved against `dir`.
+pub(crate) fn uri_to_location(uri: &str, dir: &Location) -> std::result::Result<Location, String> {
+    if let Some(mut key) = crate::engine::storage::object_key(uri)? {
+        key.key = percent_decode(&key.key).ok_or_else(|| {
+            format!(
+                "lists `{}`, whose percent-encoding is not valid UTF-8; {MANIFEST_HINT}",
+                shorten(uri)
+            )
+        })?;
+        return Ok(Location::Object(key));
+    }
     if let Some(rest) = uri.strip_prefix("file:") {
         let path = if let Some(auth) = rest.strip_prefix("//") {
             if auth.starts_with('/') {
@@ -455,12 +460,14 @@ pub(crate) fn uri_to_path(uri: &str, dir: &Path) -> std::result::Result<PathBuf,
         } else {
             rest
         };
-        return percent_decode(path).map(PathBuf::from).ok_or_else(|| {
-            format!(
-                "lists `{}`, whose percent-encoding is not valid UTF-8; {MANIFEST_HINT}",
-                shorten(uri)
-            )
-        });
+        return percent_decode(path)
+            .map(|p| Location::Local(p.into()))
+            .ok_or_else(|| {
+                format!(
+                    "lists `{}`, whose percent-encoding is not valid UTF-8; {MANIFEST_HINT}",
+                    shorten(uri)
+                )
+            });
     }
     if let Some((scheme, _)) = uri.split_once("://") {
         if !scheme.is_empty()
@@ -469,13 +476,15 @@ pub(crate) fn uri_to_path(uri: &str, dir: &Path) -> std::result::Result<PathBuf,
                 .all(|c| c.is_ascii_alphanumeric() || c == '+')
         {
             return Err(format!(
-                "lists `{}` on `{scheme}://` storage; this build reads local files only",
+                "lists `{}` on `{scheme}://` storage; this build reads local files and s3:// objects",
                 shorten(uri)
             ));
         }
     }
-    let p = PathBuf::from(uri);
-    Ok(if p.is_absolute() { p } else { dir.join(p) })
+    if Path::new(uri).is_absolute() {
+        return Ok(Location::Local(uri.into()));
+    }
+    Ok(dir.join(uri))
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -492,6 +501,27 @@ pub(crate) fn path_to_uri(path: &Path) -> String {
     if !s.starts_with('/') {
         out.push('/');
     }
+    push_quoted(&mut out, &s);
+    out
+}
+
+/// A data file as the manifest lists it: a `file://` URI, or for an object
+/// `s3a://bucket/key` (quoted the same way), the scheme Spark's S3 file
+/// system writes and reads.
+pub(crate) fn location_to_uri(location: &Location) -> String {
+    match location {
+        Location::Local(p) => path_to_uri(p),
+        Location::Object(k) => {
+            let bucket = k.store.split_once("://").map_or(&*k.store, |(_, b)| b);
+            let mut out = format!("s3a://{bucket}/");
+            push_quoted(&mut out, &k.key);
+            out
+        }
+    }
+}
+
+/// Appends `s` to `out` quoted like `java.net.URI`'s path.
+fn push_quoted(out: &mut String, s: &str) {
     for c in s.chars() {
         let keep = c.is_ascii_alphanumeric()
             || "-_.!~*'();:@&=+$,/".contains(c)
@@ -505,7 +535,6 @@ pub(crate) fn path_to_uri(path: &Path) -> String {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -514,24 +543,46 @@ mod tests {
 
     #[test]
     fn uri_round_trip() {
+        let x = Location::Local("/x".into());
+        let local = |p: &str| Location::Local(p.into());
         let p = Path::new("/tmp/a b/c=2024-01-01 00%3A00/é.parquet");
         let uri = path_to_uri(p);
         assert_eq!(uri, "file:///tmp/a%20b/c=2024-01-01%2000%253A00/é.parquet");
-        assert_eq!(uri_to_path(&uri, Path::new("/x")).unwrap(), p);
+        assert_eq!(uri_to_location(&uri, &x).unwrap(), Location::from(p));
         assert_eq!(
-            uri_to_path("file:/tmp/x%20y", Path::new("/x")).unwrap(),
-            Path::new("/tmp/x y")
+            uri_to_location("file:/tmp/x%20y", &x).unwrap(),
+            local("/tmp/x y")
         );
         assert_eq!(
-            uri_to_path("file://localhost/tmp/x", Path::new("/x")).unwrap(),
-            Path::new("/tmp/x")
+            uri_to_location("file://localhost/tmp/x", &x).unwrap(),
+            local("/tmp/x")
         );
         assert_eq!(
-            uri_to_path("part-1.json", Path::new("/x")).unwrap(),
-            Path::new("/x/part-1.json")
+            uri_to_location("part-1.json", &x).unwrap(),
+            local("/x/part-1.json")
         );
-        assert!(uri_to_path("s3a://bucket/x", Path::new("/x")).is_err());
+        assert_eq!(
+            uri_to_location("hdfs://nn/x", &x).unwrap_err(),
+            "lists `hdfs://nn/x` on `hdfs://` storage; this build reads local files and s3:// objects"
+        );
         assert_eq!(percent_decode("100%"), Some("100%".into()));
         assert_eq!(percent_decode("%4"), Some("%4".into()));
+    }
+
+    #[test]
+    fn object_uris_are_s3a_quoted_like_paths() {
+        let dir = Location::parse("s3://bkt/t", Path::new("/")).unwrap();
+        let file = dir.join("day=2024-01-01 00%3A00").join("part-0.parquet");
+        let uri = location_to_uri(&file);
+        assert_eq!(uri, "s3a://bkt/t/day=2024-01-01%2000%253A00/part-0.parquet");
+        assert_eq!(uri_to_location(&uri, &dir).unwrap(), file);
+        assert_eq!(
+            uri_to_location("s3://bkt/t/part-0.parquet", &dir).unwrap(),
+            dir.join("part-0.parquet")
+        );
+        assert_eq!(
+            uri_to_location("part-1.json", &dir).unwrap(),
+            dir.join("part-1.json")
+        );
     }
 }

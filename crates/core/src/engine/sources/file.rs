@@ -18,6 +18,13 @@
 //! A directory written by a file sink (it has `_spark_metadata`) is read
 //! through its manifest: only committed files, in log order.
 //!
+//! The path may be in object storage (`s3://bucket/prefix`, a key, or a
+//! glob over keys): the prefix is listed (objects' last-modified times order
+//! them), a batch's objects are fetched eight at a time into memory and
+//! decoded from there, and the log names them `s3a://bucket/key` as
+//! Spark's S3 file system does. A prefix without objects yet is an empty
+//! directory, not an error (object storage has no directories to create).
+//!
 //! Options: `maxFilesPerTrigger`, `maxBytesPerTrigger`, `latestFirst`,
 //! `fileNameOnly`, `pathGlobFilter`, `ignoreMissingFiles`,
 //! `ignoreCorruptFiles`, `mode` (`PERMISSIVE`, `DROPMALFORMED`,
@@ -39,7 +46,7 @@ use serde_json::json;
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, read_state_file, resolve_path, Options};
 use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
-use crate::engine::storage::{Location, WriteOnce};
+use crate::engine::storage::{object, Location, ObjectKey, WriteOnce};
 use crate::error::{Error, Result};
 
 pub use super::parse::FileFormat;
@@ -48,12 +55,12 @@ pub use super::parse::FileFormat;
 #[derive(Debug)]
 enum Root {
     /// A directory, listed recursively.
-    Dir(PathBuf),
+    Dir(Location),
     /// A single file.
-    File(PathBuf),
+    File(Location),
     /// Files under `base` whose path relative to it matches the glob.
     Glob {
-        base: PathBuf,
+        base: Location,
         matcher: GlobMatcher,
         max_depth: Option<usize>,
     },
@@ -62,7 +69,7 @@ enum Root {
 /// A listed file.
 #[derive(Clone, Debug)]
 struct Candidate {
-    path: PathBuf,
+    path: Location,
     mtime: i64,
     size: u64,
 }
@@ -70,7 +77,7 @@ struct Candidate {
 /// One line of the source log.
 #[derive(Clone, Debug)]
 struct LogEntry {
-    path: PathBuf,
+    path: Location,
 }
 
 /// The streaming file source (see the module documentation).
@@ -194,13 +201,11 @@ impl FileSource {
     }
 
     /// The seen-set key of a file.
-    fn key(&self, path: &Path) -> String {
+    fn key(&self, path: &Location) -> String {
         if self.file_name_only {
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
+            path.file_name().unwrap_or_default()
         } else {
-            path.to_string_lossy().into_owned()
+            path.as_text()
         }
     }
 
@@ -248,7 +253,7 @@ impl FileSource {
                     n
                 };
                 let entry = LogEntry {
-                    path: uri_to_path(p),
+                    path: uri_to_location(p),
                 };
                 let list = self.log.entry(batch).or_default();
                 if !(compact && list.iter().any(|e| e.path == entry.path)) {
@@ -292,34 +297,34 @@ impl FileSource {
                         None => {}
                     }
                 }
-                if dir.is_dir() {
-                    walk(dir, "", 0, None, None, &mut files)?;
+                match dir {
+                    Location::Local(d) if d.is_dir() => walk(d, "", 0, None, None, &mut files)?,
+                    Location::Local(_) => {}
+                    Location::Object(k) => list_objects(k, None, None, &mut files)?,
                 }
                 if !files.is_empty() {
                     self.manifest = Some(false);
                 }
             }
             Root::File(p) => {
-                if let Ok(md) = fs::metadata(p) {
-                    files.push(Candidate {
-                        path: p.clone(),
-                        mtime: mtime_ms(&md),
-                        size: md.len(),
-                    });
+                if let Some(c) = stat(p)? {
+                    files.push(c);
                 }
             }
             Root::Glob {
                 base,
                 matcher,
                 max_depth,
-            } => {
-                if base.is_dir() {
-                    walk(base, "", 0, *max_depth, Some(matcher), &mut files)?;
+            } => match base {
+                Location::Local(b) if b.is_dir() => {
+                    walk(b, "", 0, *max_depth, Some(matcher), &mut files)?
                 }
-            }
+                Location::Local(_) => {}
+                Location::Object(k) => list_objects(k, *max_depth, Some(matcher), &mut files)?,
+            },
         }
         if let Some(filter) = &self.path_filter {
-            files.retain(|f| f.path.file_name().is_some_and(|n| filter.is_match(n)));
+            files.retain(|f| f.path.file_name().is_some_and(|n| filter.is_match(&n)));
         }
         files.sort_by(|a, b| a.mtime.cmp(&b.mtime).then_with(|| a.path.cmp(&b.path)));
         if self.latest_first {
@@ -348,7 +353,7 @@ impl FileSource {
             text.push('\n');
             text.push_str(
                 &json!({
-                    "path": path_to_uri(&f.path),
+                    "path": location_to_uri(&f.path),
                     "timestamp": f.mtime,
                     "batchId": batch,
                 })
@@ -488,11 +493,16 @@ impl FileSourceOptions {
 
 fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
     let is_glob = path.contains(['*', '?', '[', '{']);
+    let object = crate::engine::storage::object_key(path)
+        .map_err(|why| Error::runtime_with_help(format!("source path: {why}"), "fix the path"))?;
+    if let Some(key) = object {
+        return object_root(path, key, is_glob);
+    }
     if !is_glob {
         let p = resolve_path(&ctx.base_dir, path);
         let p = fs::canonicalize(&p).unwrap_or(p);
         if p.is_file() {
-            return Ok(Root::File(p));
+            return Ok(Root::File(p.into()));
         }
         if !p.exists() && !table {
             return Err(Error::runtime_with_help(
@@ -503,7 +513,7 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
                 ),
             ));
         }
-        return Ok(Root::Dir(p));
+        return Ok(Root::Dir(p.into()));
     }
     let p = path
         .strip_prefix("file://")
@@ -524,16 +534,7 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
         resolve_path(&ctx.base_dir, &base_str)
     };
     let base = fs::canonicalize(&base).unwrap_or(base);
-    let matcher = GlobBuilder::new(&rest)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| {
-            Error::runtime_with_help(
-                format!("source path `{path}` is not a valid glob: {e}"),
-                "use `*` within a directory, `**` across directories, e.g. data/**/part-*.json",
-            )
-        })?
-        .compile_matcher();
+    let matcher = glob_matcher(path, &rest)?;
     let max_depth = if rest.contains("**") {
         None
     } else {
@@ -552,10 +553,113 @@ fn make_root(ctx: &SourceContext, path: &str, table: bool) -> Result<Root> {
         ));
     }
     Ok(Root::Glob {
-        base,
+        base: base.into(),
         matcher,
         max_depth,
     })
+}
+
+/// The root of a path in object storage: a key (an object there is a file,
+/// otherwise a prefix), or a glob over the keys under its literal prefix.
+fn object_root(path: &str, key: ObjectKey, is_glob: bool) -> Result<Root> {
+    let store = key.store.clone();
+    let at = |key: String| {
+        Location::Object(ObjectKey {
+            store: store.clone(),
+            key,
+        })
+    };
+    if !is_glob {
+        let file = object::head(&key)?.is_some();
+        let location = Location::Object(key);
+        return Ok(if file {
+            Root::File(location)
+        } else {
+            Root::Dir(location)
+        });
+    }
+    let comps: Vec<&str> = key.key.split('/').collect();
+    let first_glob = comps
+        .iter()
+        .position(|c| c.contains(['*', '?', '[', '{']))
+        .unwrap_or(0);
+    let rest = comps[first_glob..].join("/");
+    let matcher = glob_matcher(path, &rest)?;
+    let max_depth = if rest.contains("**") {
+        None
+    } else {
+        Some(comps.len() - first_glob)
+    };
+    Ok(Root::Glob {
+        base: at(comps[..first_glob].join("/")),
+        matcher,
+        max_depth,
+    })
+}
+
+/// The matcher of the glob part `rest` of the source path `path`.
+fn glob_matcher(path: &str, rest: &str) -> Result<GlobMatcher> {
+    Ok(GlobBuilder::new(rest)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| {
+            Error::runtime_with_help(
+                format!("source path `{path}` is not a valid glob: {e}"),
+                "use `*` within a directory, `**` across directories, e.g. data/**/part-*.json",
+            )
+        })?
+        .compile_matcher())
+}
+
+/// The file at `path` now (`None`: missing, or not a file).
+fn stat(path: &Location) -> Result<Option<Candidate>> {
+    match path {
+        Location::Local(p) => {
+            Ok(fs::metadata(p)
+                .ok()
+                .filter(|md| md.is_file())
+                .map(|md| Candidate {
+                    path: path.clone(),
+                    mtime: mtime_ms(&md),
+                    size: md.len(),
+                }))
+        }
+        Location::Object(k) => Ok(object::head(k)?.map(|o| Candidate {
+            path: path.clone(),
+            mtime: o.modified_ms,
+            size: o.size,
+        })),
+    }
+}
+
+/// Lists the objects under `prefix` as [`walk`] lists a directory: hidden
+/// names skipped at every level, at most `max_depth` levels deep, matching
+/// `matcher` when given.
+fn list_objects(
+    prefix: &ObjectKey,
+    max_depth: Option<usize>,
+    matcher: Option<&GlobMatcher>,
+    out: &mut Vec<Candidate>,
+) -> Result<()> {
+    let root = Location::Object(prefix.clone());
+    for o in object::list_recursive(prefix)? {
+        let segments: Vec<&str> = o.relative.split('/').collect();
+        if segments.iter().any(|s| hidden(s)) {
+            continue;
+        }
+        if max_depth.is_some_and(|m| segments.len() > m) {
+            continue;
+        }
+        if matcher.is_some_and(|m| !m.is_match(&o.relative)) {
+            continue;
+        }
+        out.push(Candidate {
+            path: root.join(&o.relative),
+            mtime: o.modified_ms,
+            size: o.size,
+        });
+    }
+    Ok(())
 }
 
 /// Hidden files and directories, like Spark: `.`/`_` prefixed (except
@@ -609,7 +713,7 @@ fn walk(
             }
         } else if md.is_file() && matcher.is_none_or(|m| m.is_match(&rel_path)) {
             out.push(Candidate {
-                path,
+                path: path.into(),
                 mtime: mtime_ms(&md),
                 size: md.len(),
             });
@@ -630,6 +734,28 @@ pub(crate) fn path_to_uri(path: &Path) -> String {
         }
     }
     out
+}
+
+/// A source log's path of a file: `file:///…` locally, `s3a://bucket/key`
+/// for an object.
+fn location_to_uri(path: &Location) -> String {
+    match path {
+        Location::Local(p) => path_to_uri(p),
+        Location::Object(_) => crate::engine::sinks::manifest::location_to_uri(path),
+    }
+}
+
+/// The file a source log's path names: an object for `s3a://` / `s3://`
+/// (percent-decoded), otherwise a local path ([`uri_to_path`]).
+fn uri_to_location(uri: &str) -> Location {
+    match crate::engine::storage::object_key(uri) {
+        Ok(Some(mut key)) => {
+            key.key =
+                String::from_utf8_lossy(&crate::engine::uri::percent_decode(&key.key)).into_owned();
+            Location::Object(key)
+        }
+        _ => Location::Local(uri_to_path(uri)),
+    }
 }
 
 /// The path of a `file:` URI (percent-decoded), or a plain path.
@@ -737,13 +863,9 @@ impl Source for FileSource {
             }
             // Files of a manifest are read as committed (a missing one is an error).
             let c = if cached && self.manifest != Some(true) {
-                match fs::metadata(&c.path) {
-                    Ok(md) if md.is_file() => Candidate {
-                        path: c.path.clone(),
-                        mtime: mtime_ms(&md),
-                        size: md.len(),
-                    },
-                    _ => {
+                match stat(&c.path)? {
+                    Some(now) => now,
+                    None => {
                         examined += 1;
                         continue;
                     }
@@ -793,7 +915,7 @@ impl Source for FileSource {
             Some(o) => self.parse_offset(o)? + 1,
         };
         let to = self.parse_offset(end)?;
-        let mut files = Vec::new();
+        let mut entries_read: Vec<(u64, &LogEntry)> = Vec::new();
         for batch in from..=to {
             let entries = self.log.get(&batch).ok_or_else(|| {
                 Error::checkpoint(
@@ -804,24 +926,50 @@ impl Source for FileSource {
                     ),
                 )
             })?;
-            for e in entries {
-                match fs::metadata(&e.path) {
-                    Ok(md) => files.push(FileToRead {
-                        path: e.path.clone(),
-                        size: md.len(),
+            entries_read.extend(entries.iter().map(|e| (batch, e)));
+        }
+        // Objects are fetched together, before decoding.
+        let keys: Vec<ObjectKey> = entries_read
+            .iter()
+            .filter_map(|(_, e)| match &e.path {
+                Location::Object(k) => Some(k.clone()),
+                Location::Local(_) => None,
+            })
+            .collect();
+        let mut fetched = object::read_many(&keys)?.into_iter();
+        let mut files = Vec::new();
+        for (batch, e) in entries_read {
+            let found = match &e.path {
+                Location::Local(p) => fs::metadata(p).map(|md| FileToRead {
+                    path: p.clone(),
+                    size: md.len(),
+                    data: None,
+                }),
+                Location::Object(k) => match fetched.next().flatten() {
+                    Some(data) => Ok(FileToRead {
+                        path: e.path.shown(),
+                        size: data.len() as u64,
+                        data: Some(data),
                     }),
-                    Err(_) if self.ignore_missing => {
-                        tracing::warn!(flow = %self.flow, "skipping missing file {}", e.path.display());
-                    }
-                    Err(err) => {
-                        return Err(Error::runtime_with_help(
-                            format!(
-                                "file {} of source batch {batch} cannot be read: {err}",
-                                parse::display_path(&self.parse.base_dir, &e.path)
-                            ),
-                            "restore the file, or set ignoreMissingFiles to true to skip it",
-                        ))
-                    }
+                    None => Err(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("no object at {}", k.url()),
+                    )),
+                },
+            };
+            match found {
+                Ok(f) => files.push(f),
+                Err(_) if self.ignore_missing => {
+                    tracing::warn!(flow = %self.flow, "skipping missing file {}", e.path);
+                }
+                Err(err) => {
+                    return Err(Error::runtime_with_help(
+                        format!(
+                            "file {} of source batch {batch} cannot be read: {err}",
+                            parse::display_path(&self.parse.base_dir, &e.path.shown())
+                        ),
+                        "restore the file, or set ignoreMissingFiles to true to skip it",
+                    ))
                 }
             }
         }

@@ -190,14 +190,14 @@ pub(crate) fn now_ms() -> i64 {
 /// One committed file of a file-sink manifest, as the source needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ManifestFile {
-    pub path: PathBuf,
+    pub path: Location,
     pub size: u64,
     pub modification_time_ms: i64,
 }
 
 /// The files committed to `dir/_spark_metadata`, in log order; `None` when
 /// the directory has no manifest.
-pub(crate) fn manifest_files(dir: &Path) -> Result<Option<Vec<ManifestFile>>> {
+pub(crate) fn manifest_files(dir: &Location) -> Result<Option<Vec<ManifestFile>>> {
     Ok(crate::engine::sinks::committed_files(dir)?.map(|files| {
         files
             .into_iter()

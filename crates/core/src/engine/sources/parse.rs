@@ -126,8 +126,26 @@ impl ParseConfig {
 /// A file to read, with its size.
 #[derive(Clone, Debug)]
 pub(crate) struct FileToRead {
+    /// The local path; for an object fetched into `data`, its URL (shown in
+    /// messages).
     pub path: PathBuf,
     pub size: u64,
+    /// The bytes of an object in object storage, fetched before decoding
+    /// (`None`: read the local file at `path`).
+    pub data: Option<bytes::Bytes>,
+}
+
+/// Bytes a task reads from: a local file or an object's fetched bytes.
+trait ReadSeek: Read + Seek {}
+impl<T: Read + Seek> ReadSeek for T {}
+
+impl FileToRead {
+    fn open(&self) -> std::io::Result<Box<dyn ReadSeek>> {
+        Ok(match &self.data {
+            Some(data) => Box::new(std::io::Cursor::new(data.clone())),
+            None => Box::new(File::open(&self.path)?),
+        })
+    }
 }
 
 /// The decoded rows of a batch's files.
@@ -244,17 +262,24 @@ fn plan_tasks(cfg: &ParseConfig, files: &[FileToRead], threads: usize) -> Result
             for (i, f) in files.iter().enumerate() {
                 // Few files: split them by row group so every thread has work.
                 let groups = if threads > 1 && files.len() < threads {
-                    File::open(&f.path)
-                        .ok()
-                        .and_then(|file| {
-                            super::without_panics(|| {
-                                Ok(ParquetRecordBatchReaderBuilder::try_new(file)?
-                                    .metadata()
-                                    .num_row_groups())
+                    let count = || {
+                        super::without_panics(|| {
+                            Ok(match &f.data {
+                                Some(data) => {
+                                    ParquetRecordBatchReaderBuilder::try_new(data.clone())?
+                                        .metadata()
+                                        .num_row_groups()
+                                }
+                                None => ParquetRecordBatchReaderBuilder::try_new(
+                                    File::open(&f.path).map_err(|e| Error::io(&f.path, e))?,
+                                )?
+                                .metadata()
+                                .num_row_groups(),
                             })
-                            .ok()
                         })
-                        .unwrap_or(1)
+                        .ok()
+                    };
+                    count().unwrap_or(1)
                 } else {
                     1
                 };
@@ -289,7 +314,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
     match task {
         Task::Range { file, start, end } => {
             let f = &files[*file];
-            let (buf, real_start) = read_range(&f.path, *start, *end).map_err(|e| {
+            let (buf, real_start) = read_range(f, *start, *end).map_err(|e| {
                 Error::runtime(format!(
                     "cannot read {}: {e}",
                     display_path(&cfg.base_dir, &f.path)
@@ -297,6 +322,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
             })?;
             let loc = Loc {
                 path: &f.path,
+                file: f,
                 start: real_start,
             };
             match cfg.format {
@@ -309,7 +335,7 @@ fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Deco
         }
         Task::Parquet { file, row_groups } => {
             let f = &files[*file];
-            match super::without_panics(|| parquet_read(cfg, &f.path, row_groups.clone())) {
+            match super::without_panics(|| parquet_read(cfg, f, row_groups.clone())) {
                 Ok(batches) => Ok(Decoded {
                     batches,
                     ..Decoded::default()
@@ -349,11 +375,14 @@ fn unreachable_format(cfg: &ParseConfig) -> Result<Decoded> {
 /// chunk starts after the first newline at or after `start - 1` and ends
 /// after the first newline at or after `end - 1`. Returns the bytes and the
 /// real start offset.
-fn read_range(path: &Path, start: u64, end: u64) -> std::io::Result<(Vec<u8>, u64)> {
+fn read_range(file: &FileToRead, start: u64, end: u64) -> std::io::Result<(Vec<u8>, u64)> {
     if start == 0 && end == u64::MAX {
-        return Ok((std::fs::read(path)?, 0));
+        return match &file.data {
+            Some(data) => Ok((data.to_vec(), 0)),
+            None => Ok((std::fs::read(&file.path)?, 0)),
+        };
     }
-    let mut f = File::open(path)?;
+    let mut f = file.open()?;
     let from = start.saturating_sub(1);
     f.seek(SeekFrom::Start(from))?;
     let want = end.saturating_sub(from);
@@ -389,6 +418,8 @@ fn read_range(path: &Path, start: u64, end: u64) -> std::io::Result<(Vec<u8>, u6
 /// Where a chunk comes from, for line numbers in messages.
 struct Loc<'a> {
     path: &'a Path,
+    /// The file the chunk is of.
+    file: &'a FileToRead,
     /// Byte offset of the chunk in the file.
     start: u64,
 }
@@ -400,7 +431,7 @@ impl Loc<'_> {
         if self.start == 0 {
             return 1;
         }
-        let Ok(f) = File::open(self.path) else {
+        let Ok(f) = self.file.open() else {
             return 1;
         };
         let mut r = std::io::BufReader::new(f.take(self.start));
@@ -712,6 +743,7 @@ fn json_multi_line(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> 
     };
     let inner = Loc {
         path: loc.path,
+        file: loc.file,
         start: 0,
     };
     json_chunk(cfg, &lines, &inner)
@@ -970,9 +1002,25 @@ fn text_chunk(cfg: &ParseConfig, mut buf: Vec<u8>) -> Result<Decoded> {
 
 fn parquet_read(
     cfg: &ParseConfig,
-    path: &Path,
+    f: &FileToRead,
     row_groups: Option<Vec<usize>>,
 ) -> Result<Vec<RecordBatch>> {
+    let path = f.path.as_path();
+    if let Some(data) = &f.data {
+        // An object's bytes are in memory already: no chunk plan.
+        let meta = ArrowReaderMetadata::load(data, ArrowReaderOptions::new())?;
+        let (mapping, roots) = parquet_projection(cfg, meta.schema());
+        let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
+        let read = ParquetRead {
+            cfg,
+            path,
+            schema: &schema,
+            mapping: &mapping,
+            roots: &roots,
+        };
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(data.clone(), meta);
+        return read.decode(builder, row_groups);
+    }
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
@@ -1295,7 +1343,11 @@ mod tests {
         w.write(&batch).unwrap();
         w.close().unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
-        FileToRead { path, size }
+        FileToRead {
+            path,
+            size,
+            data: None,
+        }
     }
 
     /// Each batch's `k` type and its values as strings.

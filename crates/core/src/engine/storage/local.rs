@@ -164,7 +164,13 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// written to a synced temp file which is then hard-linked to `path` (which
 /// fails when `path` exists, so two writers never both win).
 pub(crate) fn write_once(path: &Path, bytes: &[u8]) -> Result<WriteOnce> {
-    let tmp = write_temp(path, bytes, Access::Owner)?;
+    write_once_as(path, bytes, Access::Owner)
+}
+
+/// [`write_once`] of a file with the given access (a table's manifest is
+/// readable by others, a checkpoint's files are the owner's).
+pub(crate) fn write_once_as(path: &Path, bytes: &[u8], access: Access) -> Result<WriteOnce> {
+    let tmp = write_temp(path, bytes, access)?;
     let linked = link_exclusive(&tmp, path, bytes);
     let _ = fs::remove_file(&tmp);
     match linked {

@@ -250,12 +250,22 @@ pub(crate) fn replace(key: &ObjectKey, bytes: &[u8]) -> Result<()> {
 
 /// Whether `key` exists.
 pub(crate) fn exists(key: &ObjectKey) -> Result<bool> {
+    Ok(head(key)?.is_some())
+}
+
+/// The size and modification time of `key` (as [`list_recursive`] gives
+/// them, `relative` empty); `None` when it does not exist.
+pub(crate) fn head(key: &ObjectKey) -> Result<Option<ListedObject>> {
     let store = store_for(&key.store)?;
     let path = key.path();
     request(async move {
         match store.head(&path).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Ok(meta) => Ok(Some(ListedObject {
+                relative: String::new(),
+                size: meta.size,
+                modified_ms: meta.last_modified.timestamp_millis(),
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     })
@@ -307,6 +317,147 @@ pub(crate) fn is_empty(key: &ObjectKey) -> Result<bool> {
         }
     })
     .map_err(|e| failed("list", key, e))
+}
+
+/// An object found by [`list_recursive`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedObject {
+    /// The key below the listed prefix (`a/b.json`).
+    pub relative: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written (ms since the epoch).
+    pub modified_ms: i64,
+}
+
+/// Every object under `key` (as a directory), at any depth, sorted by key.
+pub(crate) fn list_recursive(key: &ObjectKey) -> Result<Vec<ListedObject>> {
+    let store = store_for(&key.store)?;
+    let prefix = key.path();
+    let listed: Vec<object_store::ObjectMeta> = request(async move {
+        let mut stream = store.list(Some(&prefix));
+        let mut out = Vec::new();
+        while let Some(meta) = stream.next().await {
+            out.push(meta?);
+        }
+        Ok::<_, object_store::Error>(out)
+    })
+    .map_err(|e| failed("list", key, e))?;
+    let skip = key.path().parts().count();
+    let mut out: Vec<ListedObject> = listed
+        .into_iter()
+        .map(|m| ListedObject {
+            relative: m
+                .location
+                .parts()
+                .skip(skip)
+                .map(|p| p.as_ref().to_string())
+                .collect::<Vec<_>>()
+                .join("/"),
+            size: m.size,
+            modified_ms: m.last_modified.timestamp_millis(),
+        })
+        .filter(|o| !o.relative.is_empty())
+        .collect();
+    out.sort_by(|a, b| a.relative.cmp(&b.relative));
+    Ok(out)
+}
+
+/// How many objects a batch fetches at once.
+const FETCH_CONCURRENCY: usize = 8;
+
+/// The bytes of each of `keys` (`None` for one that does not exist),
+/// fetched up to eight at a time, in the order given.
+pub(crate) fn read_many(keys: &[ObjectKey]) -> Result<Vec<Option<bytes::Bytes>>> {
+    let mut requests = Vec::with_capacity(keys.len());
+    for key in keys {
+        requests.push((store_for(&key.store)?, key.path()));
+    }
+    REQUESTS.fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let fetches: Vec<_> = requests
+        .into_iter()
+        .map(|(store, path)| fetch(store, path))
+        .collect();
+    let fetched: Vec<std::result::Result<Option<bytes::Bytes>, object_store::Error>> =
+        block_on(async move {
+            futures::stream::iter(fetches)
+                .buffered(FETCH_CONCURRENCY)
+                .collect()
+                .await
+        });
+    fetched
+        .into_iter()
+        .zip(keys)
+        .map(|(r, key)| r.map_err(|e| failed("read", key, e)))
+        .collect()
+}
+
+/// The bytes of one object; `None` when it does not exist.
+async fn fetch(
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+) -> std::result::Result<Option<bytes::Bytes>, object_store::Error> {
+    match store.get(&path).await {
+        Ok(got) => got.bytes().await.map(Some),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Files up to this size are uploaded in one put; larger ones in parts.
+const SINGLE_PUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The size of each part of a multipart upload.
+const PART_BYTES: usize = 16 * 1024 * 1024;
+
+/// Uploads the local file `from` as `key` (replacing it): one put, or a
+/// multipart upload for a file over 64 MiB. Returns its size.
+pub(crate) fn upload(key: &ObjectKey, from: &std::path::Path) -> Result<u64> {
+    use std::io::Read;
+    let size = std::fs::metadata(from)
+        .map_err(|e| Error::io(from, e))?
+        .len();
+    let store = store_for(&key.store)?;
+    let path = key.path();
+    if size <= SINGLE_PUT_BYTES {
+        let bytes = std::fs::read(from).map_err(|e| Error::io(from, e))?;
+        let payload = PutPayload::from(bytes);
+        request(async move { store.put(&path, payload).await })
+            .map_err(|e| write_failed(key, e))?;
+        return Ok(size);
+    }
+    let mut file = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
+    // The parts are sent by tasks of the I/O runtime, so the whole upload
+    // runs inside it (the file is read there, a part at a time).
+    let uploaded = request(async move {
+        let upload = store.put_multipart(&path).await.map_err(Upload::Store)?;
+        let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut buf = vec![0u8; PART_BYTES];
+        loop {
+            let n = file.read(&mut buf).map_err(Upload::Read)?;
+            if n == 0 {
+                break;
+            }
+            writer
+                .wait_for_capacity(FETCH_CONCURRENCY)
+                .await
+                .map_err(Upload::Store)?;
+            writer.write(&buf[..n]);
+        }
+        writer.finish().await.map_err(Upload::Store)
+    });
+    match uploaded {
+        Ok(_) => {}
+        Err(Upload::Store(e)) => return Err(write_failed(key, e)),
+        Err(Upload::Read(e)) => return Err(Error::io(from, e)),
+    }
+    Ok(size)
+}
+
+/// Why a multipart upload failed.
+enum Upload {
+    Store(object_store::Error),
+    Read(std::io::Error),
 }
 
 /// The names of the objects directly under `key` (as a directory) that
