@@ -36,6 +36,7 @@ use std::process::{Command, Output};
 
 use arrow::array::{Array, Int64Array};
 use pipelines as dp;
+use pipelines::engine::storage::Location;
 use pipelines::prelude::*;
 
 const FILES: usize = 6;
@@ -349,16 +350,21 @@ fn expected_windows() -> Vec<String> {
     out
 }
 
-/// The rows of table `name`, read through its manifest (committed files only).
-fn table_batches(dir: &Path, name: &str) -> Vec<arrow::record_batch::RecordBatch> {
-    let table = dir.join("storage/tables").join(name);
-    let files = pipelines::engine::sinks::committed_files(&table)
+/// The tables directory of the pipeline run in `dir` (storage `./storage`).
+fn local_tables(dir: &Path) -> Location {
+    Location::from(dir.join("storage/tables"))
+}
+
+/// The rows of table `name` in `tables` (a local directory or a prefix in
+/// object storage), read through its manifest (committed files only).
+fn table_batches(tables: &Location, name: &str) -> Vec<arrow::record_batch::RecordBatch> {
+    let files = pipelines::engine::sinks::committed_files(tables.join(name))
         .unwrap()
         .unwrap_or_default();
     let mut out = Vec::new();
     for f in files {
-        let file = std::fs::File::open(f.path.as_local().unwrap()).unwrap();
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        let bytes = bytes::Bytes::from(f.path.read().unwrap().unwrap());
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
             .unwrap()
             .build()
             .unwrap();
@@ -369,6 +375,11 @@ fn table_batches(dir: &Path, name: &str) -> Vec<arrow::record_batch::RecordBatch
 
 /// The committed rows of the `counts` table, as `start|end|count`.
 fn table_windows(dir: &Path) -> Vec<String> {
+    windows_in(&local_tables(dir))
+}
+
+/// The committed rows of the `counts` table in `tables`, as `start|end|count`.
+fn windows_in(tables: &Location) -> Vec<String> {
     use arrow::array::{AsArray, StructArray};
     use arrow::datatypes::TimestampMicrosecondType;
     let fmt = |us: i64| {
@@ -379,7 +390,7 @@ fn table_windows(dir: &Path) -> Vec<String> {
             .to_string()
     };
     let mut out = Vec::new();
-    for batch in table_batches(dir, "counts") {
+    for batch in table_batches(tables, "counts") {
         let w = batch.column_by_name("window").unwrap();
         let w = w.as_any().downcast_ref::<StructArray>().unwrap();
         let start = w.column(0).as_primitive::<TimestampMicrosecondType>();
@@ -436,8 +447,13 @@ fn run_child(dir: &Path, fault: Option<&str>, extra_env: &[(&str, &str)], args: 
 
 /// Ids in the table, read through its manifest (committed files only).
 fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
+    ids_in(&local_tables(dir))
+}
+
+/// Ids in the parquet table `copied` in `tables`, with their counts.
+fn ids_in(tables: &Location) -> BTreeMap<i64, usize> {
     let mut ids = BTreeMap::new();
-    for batch in table_batches(dir, "copied") {
+    for batch in table_batches(tables, "copied") {
         let col = batch.column_by_name("id").unwrap();
         let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
         for i in 0..col.len() {
@@ -449,8 +465,13 @@ fn table_ids(dir: &Path) -> BTreeMap<i64, usize> {
 
 /// Ids in the Delta table `copied_delta` (its latest snapshot).
 fn delta_ids(dir: &Path) -> BTreeMap<i64, usize> {
+    delta_ids_in(&local_tables(dir))
+}
+
+/// Ids in the Delta table `copied_delta` in `tables` (its latest snapshot).
+fn delta_ids_in(tables: &Location) -> BTreeMap<i64, usize> {
     let mut ids = BTreeMap::new();
-    let table = dir.join("storage/tables/copied_delta");
+    let table = tables.join("copied_delta");
     for batch in dp::delta::read_table(&table).unwrap().unwrap_or_default() {
         let col = batch.column_by_name("id").unwrap();
         let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
@@ -620,6 +641,61 @@ fn s3_root_crash_then_recover(
                 String::from_utf8_lossy(&recovered.stdout),
                 String::from_utf8_lossy(&recovered.stderr),
                 in_table.len(),
+            )
+        },
+    )
+}
+
+/// The crash test with the whole storage root in a bucket
+/// (`storage: s3://…`): the Parquet tables `copied` and `counts` (file
+/// sinks whose data files are uploaded, then listed in a manifest entry put
+/// once), the Delta table and every checkpoint are objects. Killed at
+/// `point`, restarted: every table as a clean run's, nothing on local disk.
+fn s3_parquet_crash_then_recover(
+    server: &pipelines_test_support::s3::S3Server,
+    n: usize,
+    point: &str,
+) -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().to_path_buf();
+    write_inputs(&dir);
+    let bucket = format!("parquet-{n}");
+    server.create_bucket(&bucket);
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        format!("name: crash\nstorage: s3://{bucket}/storage\n"),
+    )
+    .unwrap();
+    let env: Vec<(&str, String)> = server.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let crashed = run_child(&dir, Some(point), &env, &["run"]);
+    let killed = String::from_utf8_lossy(&crashed.stderr).contains("PIPELINES_FAULT: killing");
+    let recovered = run_child(&dir, None, &env, &["run"]);
+    let tables = Location::parse(&format!("s3://{bucket}/storage/tables"), &dir).unwrap();
+    let ids = ids_in(&tables);
+    let windows = windows_in(&tables);
+    let delta = delta_ids_in(&tables);
+    let stdout = String::from_utf8_lossy(&recovered.stdout).to_string();
+    let local = dir.join("storage").exists();
+    check(
+        &format!(
+            "storage root on s3://, Parquet tables there, crash at {point}, restart: every row once, every window once"
+        ),
+        killed
+            && recovered.status.success()
+            && ids == expected_ids()
+            && windows == expected_windows()
+            && delta == expected_ids()
+            && stdout.contains("replayed")
+            && !local,
+        || {
+            format!(
+                "crash run status {:?}, stderr:\n{}\nrecovery status {:?}, stdout:\n{}\nstderr:\n{}\nids: {ids:?}\ndelta ids: {delta:?}\nwindows: {windows:?}\nlocal storage: {local}",
+                crashed.status,
+                String::from_utf8_lossy(&crashed.stderr),
+                recovered.status,
+                stdout,
+                String::from_utf8_lossy(&recovered.stderr),
             )
         },
     )
@@ -1227,6 +1303,17 @@ fn main() -> std::process::ExitCode {
         .enumerate()
         {
             ok &= s3_root_crash_then_recover(server, n, point);
+        }
+        for (n, point) in [
+            "sink_files_written:3",
+            "window_counts/sink_files_written:3",
+            "before_commit:4",
+            "window_counts/after_offsets:2",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ok &= s3_parquet_crash_then_recover(server, n, point);
         }
     } else {
         println!("skipped: the S3 crash tests (no moto.server; set PIPELINES_PYTHON)");
