@@ -550,13 +550,19 @@ fn files_in_a_bucket_flow_into_parquet_tables_there_exactly_once() {
         root.join(key).replace(bytes).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(15));
     };
-    put("in/0.json", b"{\"id\":1,\"user\":\"a\"}\n{\"id\":2,\"user\":\"b\"}\n");
+    put(
+        "in/0.json",
+        b"{\"id\":1,\"user\":\"a\"}\n{\"id\":2,\"user\":\"b\"}\n",
+    );
     put("in/1.json", b"{\"id\":3,\"user\":\"a\"}\n");
     put("in/sub/2.json", b"{\"id\":4,\"user\":\"c\"}\n");
     // Hidden like Spark's: never read.
     put("in/_tmp/x.json", b"{\"id\":99,\"user\":\"x\"}\n");
     put("in/.x.json", b"{\"id\":98,\"user\":\"x\"}\n");
-    put("raw/p.parquet", &parquet_bytes(&[(7, "seven"), (8, "eight")]));
+    put(
+        "raw/p.parquet",
+        &parquet_bytes(&[(7, "seven"), (8, "eight")]),
+    );
     let parquet = |partition: &[&str]| dp::TableOptions {
         format: Some("parquet".into()),
         partition_cols: partition.iter().map(|c| c.to_string()).collect(),
@@ -567,6 +573,7 @@ fn files_in_a_bucket_flow_into_parquet_tables_there_exactly_once() {
         .create_streaming_table("globbed", parquet(&[]))
         .create_streaming_table("copy", parquet(&[]))
         .create_streaming_table("raw_copy", parquet(&[]))
+        .create_streaming_table("events_copy", parquet(&[]))
         .append_flow("load_events", "events", |s: &Session| {
             s.read_stream()
                 .format("json")
@@ -583,6 +590,10 @@ fn files_in_a_bucket_flow_into_parquet_tables_there_exactly_once() {
         .append_flow("copy_glob", "copy", |s: &Session| {
             s.read_stream_table("globbed")?
                 .select_expr(["id", "upper(user) AS user"])
+        })
+        // A partitioned table read back: the partition column from the keys.
+        .append_flow("copy_events", "events_copy", |s: &Session| {
+            s.read_stream_table("events")
         })
         // Schema inferred from the first Parquet object under the prefix.
         .append_flow("load_raw", "raw_copy", |s: &Session| {
@@ -609,6 +620,12 @@ fn files_in_a_bucket_flow_into_parquet_tables_there_exactly_once() {
         file_table_rows(&tables.join("copy"), &["id", "user"]),
         ["0:1,A", "0:2,B", "0:3,A"]
     );
+    let mut copied: Vec<String> = file_table_rows(&tables.join("events_copy"), &["id", "user"])
+        .into_iter()
+        .map(|r| r.split_once(':').unwrap().1.to_string())
+        .collect();
+    copied.sort();
+    assert_eq!(copied, ["1,a", "2,b", "3,a", "4,c"]);
     assert_eq!(
         file_table_rows(&tables.join("raw_copy"), &["id", "name"]),
         ["0:7,seven", "0:8,eight"]

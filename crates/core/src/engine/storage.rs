@@ -192,6 +192,32 @@ impl Location {
         }
     }
 
+    /// The segments of this location under `base`, joined by `/`
+    /// (`None` when it is not under it, or is `base` itself).
+    pub fn relative_to(&self, base: &Location) -> Option<String> {
+        match (self, base) {
+            (Location::Local(p), Location::Local(b)) => {
+                let rel = p.strip_prefix(b).ok()?;
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                (!parts.is_empty()).then(|| parts.join("/"))
+            }
+            (Location::Object(k), Location::Object(b)) if k.store == b.store => {
+                if b.key.is_empty() {
+                    return (!k.key.is_empty()).then(|| k.key.clone());
+                }
+                k.key
+                    .strip_prefix(&b.key)
+                    .and_then(|r| r.strip_prefix('/'))
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_string)
+            }
+            _ => None,
+        }
+    }
+
     /// The location as text a connector parses back with [`Location::parse`]:
     /// the path as it is (not shortened), or the URL.
     pub fn as_text(&self) -> String {
@@ -381,6 +407,17 @@ mod tests {
             "s3://bkt/a/b/offsets/0"
         );
         assert_eq!(s3.file_name().as_deref(), Some("b"));
+        assert_eq!(
+            s3.join("d=1/x.json").relative_to(&s3).as_deref(),
+            Some("d=1/x.json")
+        );
+        assert_eq!(s3.relative_to(&s3), None);
+        assert_eq!(
+            Location::parse("s3://bkt/ab/x", base)
+                .unwrap()
+                .relative_to(&s3.parent().unwrap()),
+            None
+        );
         assert_eq!(s3.parent().unwrap().to_string(), "s3://bkt/a");
         assert_eq!(
             Location::parse("s3a://bkt", base).unwrap().to_string(),

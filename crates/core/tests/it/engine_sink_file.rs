@@ -394,7 +394,12 @@ fn max_records_per_file_splits() {
     let files = committed_files(&dir).unwrap().unwrap();
     let counts: Vec<usize> = files
         .iter()
-        .map(|f| read_parquet(f.path.as_local().unwrap()).iter().map(|b| b.num_rows()).sum())
+        .map(|f| {
+            read_parquet(f.path.as_local().unwrap())
+                .iter()
+                .map(|b| b.num_rows())
+                .sum()
+        })
         .collect();
     assert_eq!(counts, vec![2, 2, 1]);
     assert_eq!(all_ids(&files), vec![0, 1, 2, 3, 4]);

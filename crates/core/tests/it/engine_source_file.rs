@@ -1124,3 +1124,70 @@ fn a_damaged_source_log_is_an_error_never_a_crash() {
     eprintln!("damaged source log: 300 cases, {ok} read, {errors} errors, 0 panics");
     assert!(errors > 150, "{errors}");
 }
+
+/// Every row of every batch `src` plans from the start, formatted by
+/// arrow's display as tab-separated text (nulls `NULL`), sorted.
+fn all_rows(src: &mut Box<dyn Source>) -> Vec<String> {
+    let mut start = None;
+    let mut rows = Vec::new();
+    while let Some(end) = src.latest_offset(start.as_ref()).unwrap() {
+        let read = src.read(start.as_ref(), &end).unwrap();
+        for b in &read.batches {
+            for i in 0..b.num_rows() {
+                let cells: Vec<String> = b
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        if c.is_null(i) {
+                            "NULL".to_string()
+                        } else {
+                            arrow::util::display::array_value_to_string(c, i).unwrap()
+                        }
+                    })
+                    .collect();
+                rows.push(cells.join("\t"));
+            }
+        }
+        start = Some(end);
+    }
+    rows.sort();
+    rows
+}
+
+/// `col=value/` directories fill the columns so named, with Spark's
+/// answers (tests/spark/partition_discovery.py): values unescaped and cast
+/// to the declared types, Hive's default partition a null, and the path's
+/// value over the file's.
+#[test]
+fn partition_directories_fill_their_columns_like_spark() {
+    let e = env();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/partitions");
+    let input = data.join("input");
+    let mut src = e.open(&spec(
+        "json",
+        input.to_str().unwrap(),
+        Some("id BIGINT, k STRING, day DATE, hour INT"),
+        &[],
+    ));
+    let expected: Vec<String> = fs::read_to_string(data.join("expected.tsv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(expected.len(), 6);
+    assert_eq!(all_rows(&mut src), expected);
+}
+
+#[test]
+fn a_partition_value_of_another_type_is_an_error_naming_the_file() {
+    let e = env();
+    e.write("data/logs/hour=late/part-0.json", "{\"id\":1}\n", 1);
+    let mut src = e.open(&spec("json", "data/logs", Some("id BIGINT, hour INT"), &[]));
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let err = src.read(None, &end).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "flow `f`: the partition value `hour=late` of data/logs/hour=late/part-0.json cannot be read as INT, the type of `hour`\n  help: declare `hour` with a type its directories' values have, or rename the directory"
+    );
+}

@@ -333,6 +333,34 @@ impl FileSource {
         Ok(files)
     }
 
+    /// The partition values of `file`'s directories under the source's
+    /// root (`col=value` segments, values unescaped; Hive's default
+    /// partition is a null), like Spark's partition discovery. None for a
+    /// single-file source.
+    fn partition_values(&self, file: &Location) -> Vec<(String, Option<String>)> {
+        let root = match &self.root {
+            Root::Dir(d) => d,
+            Root::Glob { base, .. } => base,
+            Root::File(_) => return Vec::new(),
+        };
+        let Some(relative) = file.relative_to(root) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<&str> = relative.split('/').collect();
+        dirs.pop();
+        let unescape =
+            |s: &str| String::from_utf8_lossy(&crate::engine::uri::percent_decode(s)).into_owned();
+        dirs.into_iter()
+            .filter_map(|d| d.split_once('='))
+            .filter(|(name, _)| !name.is_empty())
+            .map(|(name, value)| {
+                let value = (value != crate::engine::sinks::file::DEFAULT_PARTITION_NAME)
+                    .then(|| unescape(value));
+                (unescape(name), value)
+            })
+            .collect()
+    }
+
     fn parse_offset(&self, o: &Offset) -> Result<u64> {
         let n = o
             .get("logOffset")
@@ -939,17 +967,20 @@ impl Source for FileSource {
         let mut fetched = object::read_many(&keys)?.into_iter();
         let mut files = Vec::new();
         for (batch, e) in entries_read {
+            let partitions = self.partition_values(&e.path);
             let found = match &e.path {
                 Location::Local(p) => fs::metadata(p).map(|md| FileToRead {
                     path: p.clone(),
                     size: md.len(),
                     data: None,
+                    partitions,
                 }),
                 Location::Object(k) => match fetched.next().flatten() {
                     Some(data) => Ok(FileToRead {
                         path: e.path.shown(),
                         size: data.len() as u64,
                         data: Some(data),
+                        partitions,
                     }),
                     None => Err(std::io::Error::new(
                         std::io::ErrorKind::NotFound,

@@ -133,6 +133,10 @@ pub(crate) struct FileToRead {
     /// The bytes of an object in object storage, fetched before decoding
     /// (`None`: read the local file at `path`).
     pub data: Option<bytes::Bytes>,
+    /// The partition values of its directories (`day=2024-01-01/` under
+    /// the source's root: column, unescaped value; `None` for Hive's
+    /// default partition, a null), which override the columns so named.
+    pub partitions: Vec<(String, Option<String>)>,
 }
 
 /// Bytes a task reads from: a local file or an object's fetched bytes.
@@ -311,6 +315,78 @@ pub(crate) fn display_path(base: &Path, path: &Path) -> String {
 }
 
 fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Decoded> {
+    let mut decoded = decode_task(cfg, files, task)?;
+    let file = match task {
+        Task::Range { file, .. } | Task::Parquet { file, .. } => &files[*file],
+    };
+    if !file.partitions.is_empty() {
+        decoded.batches = decoded
+            .batches
+            .into_iter()
+            .map(|b| with_partition_values(cfg, file, b))
+            .collect::<Result<_>>()?;
+    }
+    Ok(decoded)
+}
+
+/// `batch` with the columns named by the file's partition directories set
+/// to their values, cast to the columns' types (like Spark's partition
+/// discovery; a value that does not cast is an error naming the file).
+fn with_partition_values(
+    cfg: &ParseConfig,
+    file: &FileToRead,
+    batch: RecordBatch,
+) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let rows = batch.num_rows();
+    let mut columns = batch.columns().to_vec();
+    for (name, value) in &file.partitions {
+        let Some(i) = schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == name)
+            .or_else(|| {
+                schema
+                    .fields()
+                    .iter()
+                    .position(|f| f.name().eq_ignore_ascii_case(name))
+            })
+        else {
+            continue;
+        };
+        let field = schema.field(i);
+        columns[i] = match value {
+            None => null_column(field.data_type(), rows),
+            Some(v) => {
+                let text: ArrayRef = Arc::new(StringArray::from(vec![v.as_str(); rows]));
+                let safe = CastOptions {
+                    safe: false,
+                    ..CastOptions::default()
+                };
+                cast_with_options(&text, field.data_type(), &safe).map_err(|_| {
+                    Error::runtime_with_help(
+                        format!(
+                            "the partition value `{name}={v}` of {} cannot be read as {}, the type of `{}`",
+                            display_path(&cfg.base_dir, &file.path),
+                            crate::plan::ddl::type_to_ddl(field.data_type()),
+                            field.name()
+                        ),
+                        format!(
+                            "declare `{name}` with a type its directories' values have, or rename the directory"
+                        ),
+                    )
+                })?
+            }
+        };
+    }
+    Ok(RecordBatch::try_new_with_options(
+        schema,
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+fn decode_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Decoded> {
     match task {
         Task::Range { file, start, end } => {
             let f = &files[*file];
@@ -1347,6 +1423,7 @@ mod tests {
             path,
             size,
             data: None,
+            partitions: Vec::new(),
         }
     }
 
