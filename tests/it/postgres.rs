@@ -283,3 +283,181 @@ fn a_wrong_password_is_a_clear_error() {
     let s = run(&graph, &RunOptions::new(dir, dir.join("storage"))).unwrap();
     assert_eq!(s.flows[0].output_rows, 1);
 }
+
+/// The certificate of the local server (`ssl = on` in Debian's default
+/// configuration: a self-signed certificate issued for `localhost`).
+const SERVER_CERT: &str = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
+
+/// A table whose extra column records whether the sink's connection was
+/// encrypted (a default the `COPY` leaves to the server).
+fn tls_table(name: &str) -> String {
+    let table = fresh_table(name);
+    psql(
+        "CREATE OR REPLACE FUNCTION it_connection_tls() RETURNS boolean LANGUAGE sql \
+         AS 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'",
+    );
+    psql(&format!(
+        "CREATE TABLE {table} (event_type TEXT, n BIGINT, tls BOOLEAN DEFAULT it_connection_tls())"
+    ));
+    table
+}
+
+/// `url` with its host replaced by `host`.
+fn url_at(host: &str) -> String {
+    url().replacen("127.0.0.1", host, 1)
+}
+
+#[test]
+fn tls_modes_encrypt_and_check_the_certificate_as_libpq_does() {
+    if !Path::new(SERVER_CERT).exists() {
+        eprintln!("skipped: no {SERVER_CERT} (the local server's certificate)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
+    let pipeline = |table: &str, options: &[(&str, &str)]| {
+        let mut all = vec![("dbtable", table)];
+        all.extend_from_slice(options);
+        dp::Pipeline::new()
+            .create_sink("tls_sink", "postgres", all)
+            .append_flow("tls_flow", "tls_sink", events)
+    };
+    let ran = |table: &str, options: &[(&str, &str)]| {
+        let graph = pipeline(table, options)
+            .build(&spec(dir))
+            .map_err(|d| d.to_string())
+            .unwrap();
+        let storage = tempfile::tempdir().unwrap();
+        run(&graph, &RunOptions::new(dir, storage.path())).unwrap();
+        psql(&format!("SELECT event_type, n, tls FROM {table}"))
+    };
+    let local = url_at("localhost");
+    let loopback = url();
+    let in_url = format!("{local}?sslmode=verify-full&sslrootcert={SERVER_CERT}");
+    let cases: [(&str, Vec<(&str, &str)>, &str); 6] = [
+        ("tls_default", vec![("url", &loopback)], "click|1|t"),
+        (
+            "tls_disable",
+            vec![("url", &loopback), ("sslmode", "disable")],
+            "click|1|f",
+        ),
+        (
+            "tls_require",
+            vec![("url", &loopback), ("sslmode", "require")],
+            "click|1|t",
+        ),
+        (
+            "tls_verify_full",
+            vec![
+                ("url", &local),
+                ("sslmode", "verify-full"),
+                ("sslrootcert", SERVER_CERT),
+            ],
+            "click|1|t",
+        ),
+        // By address: the certificate is for `localhost`, but verify-ca
+        // checks only who signed it.
+        (
+            "tls_verify_ca",
+            vec![
+                ("url", &loopback),
+                ("sslmode", "verify-ca"),
+                ("sslrootcert", SERVER_CERT),
+            ],
+            "click|1|t",
+        ),
+        ("tls_in_url", vec![("url", &in_url)], "click|1|t"),
+    ];
+    for (name, options, expected) in &cases {
+        let table = tls_table(name);
+        assert_eq!(ran(&table, options), [*expected], "{name}");
+    }
+    let at = loopback.trim_start_matches("postgres://");
+    let table = tls_table("tls_wrong_host");
+    assert_eq!(
+        run_error(
+            pipeline(
+                &table,
+                &[
+                    ("url", &loopback),
+                    ("sslmode", "verify-full"),
+                    ("sslrootcert", SERVER_CERT)
+                ]
+            ),
+            dir
+        ),
+        format!("sink `tls_sink`: could not connect to PostgreSQL at {at} (sslmode verify-full): error performing TLS handshake: invalid peer certificate: certificate not valid for name \"127.0.0.1\"; certificate is only valid for DnsName(\"localhost\")\n  help: the server's certificate is not issued for `127.0.0.1`: connect by the name it was issued for, or set `sslmode: verify-ca` to check only who signed it")
+    );
+    let other_ca = "/etc/ssl/certs/ISRG_Root_X1.pem";
+    if Path::new(other_ca).exists() {
+        assert_eq!(
+            run_error(
+                pipeline(
+                    &table,
+                    &[
+                        ("url", &local),
+                        ("sslmode", "verify-full"),
+                        ("sslrootcert", other_ca)
+                    ]
+                ),
+                dir
+            ),
+            format!("sink `tls_sink`: could not connect to PostgreSQL at {} (sslmode verify-full): error performing TLS handshake: invalid peer certificate: UnknownIssuer\n  help: the server's certificate is not signed by a CA in {other_ca}: point `sslrootcert` at the CA that signed it", local.trim_start_matches("postgres://"))
+        );
+    }
+    // Dry-run: a mode that does not exist, a root file that does not.
+    let refused = |options: &[(&str, &str)]| {
+        pipeline(&table, options)
+            .build(&spec(dir))
+            .expect_err("dry-run refuses it")
+            .iter()
+            .map(|d| format!("{} / {}", d.message, d.help.clone().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        refused(&[("url", &loopback), ("sslmode", "always")]),
+        ["option `sslmode` is `always`, not a TLS mode / use one of disable, prefer, require, verify-ca, verify-full"]
+    );
+    assert_eq!(
+        refused(&[
+            ("url", &loopback),
+            ("sslmode", "verify-full"),
+            ("sslrootcert", "/no/such/ca.pem")
+        ]),
+        ["option `sslrootcert`: cannot read /no/such/ca.pem: No such file or directory (os error 2) / point `sslrootcert` at a PEM file of the CA certificates to trust"]
+    );
+}
+
+/// `sslmode: require` against a server without TLS (the password-checking
+/// one scripts/test starts has `ssl = off`).
+#[test]
+fn require_against_a_server_without_tls_says_so() {
+    let (Ok(url), Ok(password)) = (
+        std::env::var("PIPELINES_PG_SCRAM_URL"),
+        std::env::var("PIPELINES_PG_SCRAM_PASSWORD"),
+    ) else {
+        eprintln!("skipped: PIPELINES_PG_SCRAM_URL is not set (scripts/test sets it)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
+    let p = dp::Pipeline::new()
+        .create_sink(
+            "plain",
+            "postgres",
+            [
+                ("url", url.as_str()),
+                ("password", password.as_str()),
+                ("sslmode", "require"),
+                ("dbtable", "plain_events"),
+            ],
+        )
+        .append_flow("plain_flow", "plain", events);
+    let at = url.trim_start_matches("postgres://");
+    assert_eq!(
+        run_error(p, dir),
+        format!("sink `plain`: could not connect to PostgreSQL at {at} (sslmode require): error performing TLS handshake: server does not support TLS\n  help: the server does not offer TLS: enable `ssl` on the server, or set `sslmode: prefer` (or `disable`)")
+    );
+}

@@ -29,6 +29,17 @@ static SINK_OPTIONS: OptionSet = OptionSet::new(&[
         Text,
         "the role's password: write `${ENV_VAR}` so it stays out of the spec; it is never stored in the checkpoint",
     ),
+    OptionDecl::new(
+        "sslmode",
+        Choice(crate::tls::SSL_MODES),
+        "TLS as libpq's `sslmode`: `disable`, `prefer` (TLS when the server offers it), `require`, `verify-ca` (the certificate signed by a trusted CA), `verify-full` (and issued for the host)",
+    )
+    .default_value("prefer"),
+    OptionDecl::new(
+        "sslrootcert",
+        Text,
+        "PEM file of the CA certificates `verify-ca` and `verify-full` trust (default: the system's)",
+    ),
     OptionDecl::new("dbtable", Text, "the table written, `name` or `schema.name`").required(),
     OptionDecl::new(
         "createTable",
@@ -115,7 +126,10 @@ impl SinkConnector for PostgresConnector {
     }
 
     fn check_options(&self, options: &Options) -> Result<()> {
-        connection_config(options).map(|_| ())?;
+        let (_, tls) = connection_config(options)?;
+        if let Some(path) = &tls.root_cert {
+            crate::tls::check_root_cert(path)?;
+        }
         options.bool("createTable", true)?;
         Ok(())
     }

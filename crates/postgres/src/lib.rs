@@ -25,6 +25,7 @@
 
 pub mod connector;
 pub mod sink;
+mod tls;
 mod types;
 
 pub use connector::POSTGRES;

@@ -28,7 +28,9 @@ use arrow::record_batch::RecordBatch;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
+
+use crate::tls::Tls;
 
 use crate::types::{cell, ddl_type, encoding, plain, Encoding};
 use pipelines_core::engine::sink::{last_row_per_key, Sink, SinkContext, SinkWrite};
@@ -66,10 +68,12 @@ where
 }
 
 /// The connection settings from the sink's options: `url`, else `host`,
-/// `port`, `database`; `user` and `password` on top. A password inside the
-/// `url` is refused (it would be stored with the options).
-pub(crate) fn connection_config(options: &Options) -> Result<Config> {
-    let mut config = match options.get("url") {
+/// `port`, `database`; `user` and `password` on top; TLS from `sslmode`
+/// and `sslrootcert` ([`crate::tls`]). A password inside the `url` is
+/// refused (it would be stored with the options).
+pub(crate) fn connection_config(options: &Options) -> Result<(Config, Tls)> {
+    let (tls, url) = Tls::from_options(options)?;
+    let mut config = match url.as_deref() {
         Some(url) => Config::from_str(url).map_err(|e| {
             Error::runtime_with_help(
                 format!("option `url` is not a PostgreSQL connection string: {e}"),
@@ -105,7 +109,8 @@ pub(crate) fn connection_config(options: &Options) -> Result<Config> {
         config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_string()));
     }
     config.application_name("pipelines");
-    Ok(config)
+    config.ssl_mode(tls.wire_mode());
+    Ok((config, tls))
 }
 
 /// `"a"."b"` for `a.b`, each part quoted.
@@ -117,16 +122,20 @@ fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
-/// Where a connection goes, for messages: `user@host:port/db`.
-fn describe_config(c: &Config) -> String {
-    let host = c
-        .get_hosts()
+/// The host a connection goes to.
+fn host_of(c: &Config) -> String {
+    c.get_hosts()
         .first()
         .map(|h| match h {
             tokio_postgres::config::Host::Tcp(h) => h.clone(),
             tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
         })
-        .unwrap_or_else(|| "localhost".into());
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Where a connection goes, for messages: `user@host:port/db`.
+fn describe_config(c: &Config) -> String {
+    let host = host_of(c);
     let port = c.get_ports().first().copied().unwrap_or(5432);
     format!(
         "{}@{host}:{port}/{}",
@@ -145,7 +154,16 @@ fn db_message(e: &tokio_postgres::Error) -> String {
             }
             m
         }
-        None => e.to_string(),
+        None => {
+            // The cause (a TLS or I/O error) is not part of the text.
+            let mut m = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let _ = write!(m, ": {c}");
+                cause = c.source();
+            }
+            m
+        }
     }
 }
 
@@ -172,7 +190,7 @@ impl PostgresSink {
     /// an error naming it.
     pub fn open(ctx: &SinkContext) -> Result<PostgresSink> {
         let options = Options::for_sink(&ctx.options, &ctx.name);
-        let config = connection_config(&options)?;
+        let (config, tls) = connection_config(&options)?;
         let target = options.get("dbtable").map(str::to_string).ok_or_else(|| {
             Error::runtime_with_help(
                 format!(
@@ -191,8 +209,9 @@ impl PostgresSink {
         let table = quote_name(&target);
         let at = describe_config(&config);
         let name = ctx.name.clone();
+        let connector = tls.connector()?;
         let client = block_on(async {
-            let (client, connection) = config.connect(NoTls).await?;
+            let (client, connection) = config.connect(connector).await?;
             runtime().spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::warn!("PostgreSQL connection closed: {e}");
@@ -200,7 +219,7 @@ impl PostgresSink {
             });
             Ok::<_, tokio_postgres::Error>(client)
         })
-        .map_err(|e| connect_error(&name, &at, &e))?;
+        .map_err(|e| connect_error(&name, &at, &e, &tls, &host_of(&config)))?;
         let sink_error = |what: &str, e: tokio_postgres::Error| {
             Error::runtime(format!("sink `{name}`: {what} in {at}: {}", db_message(&e)))
         };
@@ -526,7 +545,17 @@ fn create_table_sql(table: &str, schema: &SchemaRef, keys: &[String]) -> Result<
     ))
 }
 
-fn connect_error(sink: &str, at: &str, e: &tokio_postgres::Error) -> Error {
+fn connect_error(sink: &str, at: &str, e: &tokio_postgres::Error, tls: &Tls, host: &str) -> Error {
+    let message = db_message(e);
+    if let Some(help) = tls.handshake_help(&message, host) {
+        return Error::runtime_with_help(
+            format!(
+                "sink `{sink}`: could not connect to PostgreSQL at {at} (sslmode {}): {message}",
+                tls.mode.name()
+            ),
+            help,
+        );
+    }
     let help = match e.code() {
         Some(c) if *c == SqlState::INVALID_PASSWORD => {
             "check the password: the option `password` (write `${PGPASSWORD}` to read it from the environment)"

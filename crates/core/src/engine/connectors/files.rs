@@ -23,7 +23,11 @@ use crate::error::{PlanError, Result};
 use crate::formats::OutputMode;
 use crate::options::{OptionDecl, OptionKind::*, OptionSet, Options};
 
-const PATH: OptionDecl = OptionDecl::new("path", Text, "the directory, file or glob to read");
+const PATH: OptionDecl = OptionDecl::new(
+    "path",
+    Text,
+    "the directory, file or glob to read, local or `s3://bucket/prefix`; `col=value` directories under it fill the columns so named",
+);
 const MAX_FILES: OptionDecl = OptionDecl::new(
     "maxFilesPerTrigger",
     Positive,
