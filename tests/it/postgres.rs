@@ -335,7 +335,9 @@ fn tls_modes_encrypt_and_check_the_certificate_as_libpq_does() {
     let local = url_at("localhost");
     let loopback = url();
     let in_url = format!("{local}?sslmode=verify-full&sslrootcert={SERVER_CERT}");
-    let cases: [(&str, Vec<(&str, &str)>, &str); 6] = [
+    // (table, options, the row read back)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: [Case; 6] = [
         ("tls_default", vec![("url", &loopback)], "click|1|t"),
         (
             "tls_disable",
