@@ -9,6 +9,8 @@
 //! The server: `PIPELINES_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`). The input: Parquet files,
 //! one per micro-batch, `id BIGINT, name STRING, value DOUBLE, ts TIMESTAMP`.
+//! Each mode runs over TLS (`sslmode: require`) and without
+//! (`sslmode: disable`), so the encryption's cost shows beside it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -74,7 +76,7 @@ fn generate(dir: &Path, rows: u64, keys: u64, files: u64) -> Result<()> {
     })
 }
 
-fn run_once(work: &Path, input: &Path, update: bool, rows: u64) -> Result<()> {
+fn run_once(work: &Path, input: &Path, update: bool, rows: u64, sslmode: &str) -> Result<()> {
     let table = if update {
         "bench_upserts"
     } else {
@@ -94,6 +96,7 @@ fn run_once(work: &Path, input: &Path, update: bool, rows: u64) -> Result<()> {
     let mut options = vec![
         ("url".to_string(), url()),
         ("dbtable".to_string(), table.to_string()),
+        ("sslmode".to_string(), sslmode.to_string()),
     ];
     if update {
         options.push(("merge_keys".into(), "id".into()));
@@ -119,7 +122,7 @@ fn run_once(work: &Path, input: &Path, update: bool, rows: u64) -> Result<()> {
         / 1000.0;
     let held = psql(&format!("SELECT count(*) FROM {table}"))?;
     println!(
-        "{}: {rows} rows in {} batches: {secs:.2} s, {:.0} rows/s; the sink {write:.2} s ({:.0} rows/s); the table holds {held} rows",
+        "{}, sslmode {sslmode}: {rows} rows in {} batches: {secs:.2} s, {:.0} rows/s; the sink {write:.2} s ({:.0} rows/s); the table holds {held} rows",
         if update { "update (upsert on id)" } else { "append (COPY)" },
         summary.flows[0].batches,
         rows as f64 / secs,
@@ -140,7 +143,9 @@ fn main() -> Result<()> {
     generate(&input, rows, keys, 10)?;
     let work = root.join("work-postgres");
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
-    run_once(&work, &input, false, rows)?;
-    run_once(&work, &input, true, rows)?;
+    for sslmode in ["require", "disable"] {
+        run_once(&work, &input, false, rows, sslmode)?;
+        run_once(&work, &input, true, rows, sslmode)?;
+    }
     Ok(())
 }

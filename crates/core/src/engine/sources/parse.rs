@@ -1076,33 +1076,30 @@ fn text_chunk(cfg: &ParseConfig, mut buf: Vec<u8>) -> Result<Decoded> {
 
 // ---------------------------------------------------------------- parquet
 
+/// Where a Parquet file's bytes are read from.
+enum ParquetInput {
+    /// An object's bytes, fetched.
+    Memory(bytes::Bytes),
+    /// A local file.
+    Disk(File),
+}
+
 fn parquet_read(
     cfg: &ParseConfig,
     f: &FileToRead,
     row_groups: Option<Vec<usize>>,
 ) -> Result<Vec<RecordBatch>> {
     let path = f.path.as_path();
-    if let Some(data) = &f.data {
-        // An object's bytes are in memory already: no chunk plan.
-        let meta = ArrowReaderMetadata::load(data, ArrowReaderOptions::new())?;
-        let (mapping, roots) = parquet_projection(cfg, meta.schema());
-        let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
-        let read = ParquetRead {
-            cfg,
-            path,
-            schema: &schema,
-            mapping: &mapping,
-            roots: &roots,
-        };
-        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(data.clone(), meta);
-        return read.decode(builder, row_groups);
-    }
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-    let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
+    let input = match &f.data {
+        Some(data) => ParquetInput::Memory(data.clone()),
+        None => ParquetInput::Disk(File::open(path).map_err(|e| Error::io(path, e))?),
+    };
+    let meta = match &input {
+        ParquetInput::Memory(data) => ArrowReaderMetadata::load(data, ArrowReaderOptions::new())?,
+        ParquetInput::Disk(file) => ArrowReaderMetadata::load(file, ArrowReaderOptions::new())?,
+    };
     let (mapping, roots) = parquet_projection(cfg, meta.schema());
     let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
-    let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size)?;
     let read = ParquetRead {
         cfg,
         path,
@@ -1110,6 +1107,16 @@ fn parquet_read(
         mapping: &mapping,
         roots: &roots,
     };
+    let file = match input {
+        // An object's bytes are in memory already: no chunk plan.
+        ParquetInput::Memory(data) => {
+            let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta);
+            return read.decode(builder, row_groups);
+        }
+        ParquetInput::Disk(file) => file,
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+    let plan = ChunkPlan::new(meta.metadata(), &roots, row_groups.as_deref(), size)?;
     if plan.bytes() <= CHUNKS_IN_MEMORY_BYTES {
         // Only the projected column chunks are read, each run of them at
         // once: pages are then slices of one buffer instead of a read and
