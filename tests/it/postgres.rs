@@ -194,17 +194,48 @@ fn run_error(p: dp::Pipeline, dir: &Path) -> String {
 #[test]
 fn a_column_of_another_type_and_a_failed_connection_are_clear_errors() {
     let table = fresh_table("typed");
-    psql(&format!("CREATE TABLE {table} (event_type TEXT, n DATE)"));
+    psql(&format!("CREATE TABLE {table} (event_type DATE, n DATE)"));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
-    let p = sink(dp::Pipeline::new(), "typed_sink", &table, &[]).append_flow(
-        "typed_flow",
-        "typed_sink",
-        events,
-    );
+    let typed = || {
+        sink(dp::Pipeline::new(), "typed_sink", &table, &[]).append_flow(
+            "typed_flow",
+            "typed_sink",
+            events,
+        )
+    };
+    // Dry-run reads the table's columns: every mismatch, each with its fix.
+    let problems: Vec<(String, String)> = typed()
+        .build(&spec(dir))
+        .expect_err("dry-run compares the columns")
+        .iter()
+        .map(|d| (d.message.clone(), d.help.clone().unwrap_or_default()))
+        .collect();
     assert_eq!(
-        run_error(p, dir),
+        problems,
+        [
+            (
+                format!("writes to sink `typed_sink`: column `event_type` is STRING in the flow's output but date in table {table}"),
+                "cast `event_type` in the flow's query to a type the column takes, or change the column's type to TEXT".to_string()
+            ),
+            (
+                format!("writes to sink `typed_sink`: column `n` is BIGINT in the flow's output but date in table {table}"),
+                "cast `n` in the flow's query to a type the column takes, or change the column's type to BIGINT".to_string()
+            ),
+        ]
+    );
+    // A table changed between dry-run and run: the sink's open says it.
+    psql(&format!("DROP TABLE {table}"));
+    let graph = typed()
+        .build(&spec(dir))
+        .map_err(|d| d.to_string())
+        .unwrap();
+    psql(&format!("CREATE TABLE {table} (event_type TEXT, n DATE)"));
+    assert_eq!(
+        run(&graph, &RunOptions::new(dir, dir.join("storage")))
+            .unwrap_err()
+            .to_string(),
         format!("sink `typed_sink`: column `n` is BIGINT in flow `typed_flow`'s output but date in table {table}\n  help: cast `n` in the flow's query to a type the column takes, or change the column's type to BIGINT")
     );
     let p = dp::Pipeline::new()
@@ -461,5 +492,46 @@ fn require_against_a_server_without_tls_says_so() {
     assert_eq!(
         run_error(p, dir),
         format!("sink `plain`: could not connect to PostgreSQL at {at} (sslmode require): error performing TLS handshake: server does not support TLS\n  help: the server does not offer TLS: enable `ssl` on the server, or set `sslmode: prefer` (or `disable`)")
+    );
+}
+
+/// A server that does not answer at dry-run is a warning (the run connects
+/// again, and stops there); a table it can read is checked column by
+/// column (see above).
+#[test]
+fn an_unreachable_server_at_dry_run_is_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("pipeline.yml"), "name: pg\nstorage: ./storage\n").unwrap();
+    write(dir, "1.json", &[r#"{"event_type":"click","n":1}"#]);
+    let down = || {
+        dp::Pipeline::new()
+            .create_sink(
+                "down",
+                "postgres",
+                [
+                    ("url", "postgres://pipelines@127.0.0.1:1/db"),
+                    ("dbtable", "t"),
+                ],
+            )
+            .append_flow("down_flow", "down", events)
+    };
+    let (code, out, err) = crate::sql::cli(down(), dir, &["dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (origin, rest) = err
+        .strip_prefix("warning: flow `down_flow` (")
+        .and_then(|e| e.split_once("): "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(origin.starts_with("tests/it/postgres.rs:"), "{err}");
+    assert_eq!(
+        rest,
+        "writes to sink `down`: table t not checked against the flow's columns: could not connect to PostgreSQL at pipelines@127.0.0.1:1/db: error connecting to server: Connection refused (os error 111) (the run connects again, and stops if it cannot)\n"
+    );
+    assert!(out.contains("down_flow"), "{out}");
+    let (code, _, err) = crate::sql::cli(down(), dir, &["run"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.ends_with("error: sink `down`: could not connect to PostgreSQL at pipelines@127.0.0.1:1/db: error connecting to server: Connection refused (os error 111)\n  help: check that the server runs and `url` (or `host`, `port`, `database`, `user`) points at it\n"),
+        "{err}"
     );
 }

@@ -157,7 +157,7 @@ pub fn execute(
             return code;
         }
     };
-    match dispatch(pipeline, cli, out) {
+    match dispatch(pipeline, cli, out, err) {
         Ok(()) => 0,
         Err(Error::Invalid(diags)) => {
             let _ = writeln!(err, "{diags}");
@@ -174,7 +174,7 @@ pub fn execute(
     }
 }
 
-fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
+fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     match cli.command {
         Command::Init { name, dir, sql } => {
@@ -237,6 +237,7 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
         }
         Command::DryRun => {
             let (graph, spec_path, _) = load(&pipeline, cli.spec.as_deref())?;
+            show_warnings(&graph, err)?;
             write!(out, "{}", summary(&graph, &spec_path)).map_err(io)?;
             Ok(())
         }
@@ -251,6 +252,7 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
         }
         Command::Run(args) => {
             let (graph, spec_path, spec) = load(&pipeline, cli.spec.as_deref())?;
+            show_warnings(&graph, err)?;
             check_refresh_selection(&graph, &args)?;
             let base_dir = spec_path
                 .parent()
@@ -277,6 +279,14 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Writes the graph's warnings to `err`, one `warning:` block each.
+fn show_warnings(graph: &PipelineGraph, err: &mut dyn Write) -> Result<()> {
+    for w in &graph.warnings {
+        writeln!(err, "{}", w.as_warning()).map_err(|e| Error::io("<stderr>", e))?;
+    }
+    Ok(())
 }
 
 /// `host:port` of a flag, or a usage error saying how to write it.

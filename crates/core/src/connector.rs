@@ -175,6 +175,26 @@ pub enum RealTime {
     Refused(&'static str),
 }
 
+/// What a sink's connector finds about the columns a flow writes to it
+/// ([`SinkConnector::check_schema`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ColumnCheck {
+    /// Problems, each (message, help): the pipeline does not run.
+    pub problems: Vec<(String, String)>,
+    /// What could not be checked now and is when the sink opens (a
+    /// database that did not answer), each a message: shown, not fatal.
+    pub warnings: Vec<String>,
+}
+
+impl From<Vec<(String, String)>> for ColumnCheck {
+    fn from(problems: Vec<(String, String)>) -> Self {
+        ColumnCheck {
+            problems,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// The writing side of a connector.
 pub trait SinkConnector: Sync {
     /// Where the format appears in lists of sink formats (ascending).
@@ -254,15 +274,12 @@ pub trait SinkConnector: Sync {
         Ok(false)
     }
 
-    /// Problems with the columns a flow writes (`schema`) for this sink,
-    /// each as (message, help). Default: any columns are fine.
-    fn check_schema(
-        &self,
-        schema: &SchemaRef,
-        options: &BTreeMap<String, String>,
-    ) -> Vec<(String, String)> {
+    /// What the columns a flow writes (`schema`) are for this sink:
+    /// problems, and what could not be checked now. Default: any columns
+    /// are fine.
+    fn check_schema(&self, schema: &SchemaRef, options: &BTreeMap<String, String>) -> ColumnCheck {
         let _ = (schema, options);
-        Vec::new()
+        ColumnCheck::default()
     }
 
     /// Parses the options into the sink's typed settings, as opening it

@@ -106,6 +106,17 @@ impl Diagnostic {
     }
 }
 
+impl Diagnostic {
+    /// The diagnostic as a warning: `warning: flow `x` (src/main.rs:17): message`.
+    pub fn as_warning(&self) -> String {
+        let text = self.to_string();
+        match text.strip_prefix("error: ") {
+            Some(rest) => format!("warning: {rest}"),
+            None => text,
+        }
+    }
+}
+
 impl fmt::Display for Diagnostic {
     /// `error: flow `x` (src/main.rs:17): message` and an indented `help:` line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

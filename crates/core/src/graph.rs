@@ -106,6 +106,9 @@ pub struct PipelineGraph {
     pub flow_order: Vec<String>,
     /// The dataflow graph.
     pub graph: DiGraph<GraphNode, ()>,
+    /// What the checks could not look at now and the run will (a database
+    /// that did not answer): shown by `dry-run` and `run`, not fatal.
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl PipelineGraph {
@@ -158,6 +161,7 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
     let mut b = Build {
         decls: &decls,
         diags,
+        warnings: Vec::new(),
         datasets,
         flows,
         modes: BTreeMap::new(),
@@ -197,6 +201,8 @@ pub fn build(decls: Declarations) -> Result<PipelineGraph, Diagnostics> {
 struct Build<'d> {
     decls: &'d Declarations,
     diags: Diagnostics,
+    /// What could not be checked now (see [`PipelineGraph::warnings`]).
+    warnings: Vec<Diagnostic>,
     datasets: BTreeMap<String, DatasetDef>,
     flows: BTreeMap<String, FlowDef>,
     /// Output mode per flow whose mode is valid.
@@ -1010,6 +1016,7 @@ impl Build<'_> {
             resolved,
             cdc_layouts,
             diags,
+            warnings,
             ..
         } = self;
         let mut declared: BTreeMap<String, SchemaRef> = BTreeMap::new();
@@ -1125,7 +1132,7 @@ impl Build<'_> {
                                 );
                             }
                         }
-                        sink_columns(f, target, &schema, diags);
+                        sink_columns(f, target, &schema, diags, warnings);
                         if let Some(expected) = declared.get(&target.name) {
                             if let Some(problem) = schema_difference(expected, &schema) {
                                 diags.push(
@@ -1287,6 +1294,7 @@ impl Build<'_> {
         let Build {
             decls,
             diags,
+            warnings,
             datasets,
             flows,
             mut modes,
@@ -1352,6 +1360,7 @@ impl Build<'_> {
             flows: flow_nodes,
             flow_order: order,
             graph,
+            warnings,
         })
     }
 }
@@ -1476,19 +1485,33 @@ fn mode_not_accepted(f: &FlowDef, target: &DatasetDef, mode: OutputMode) -> Opti
 /// The columns a flow writes must suit its sink (a Kafka sink needs a
 /// `value`, and the other columns it takes with their types): asked of the
 /// sink's connector.
-fn sink_columns(f: &FlowDef, target: &DatasetDef, schema: &SchemaRef, diags: &mut Diagnostics) {
+fn sink_columns(
+    f: &FlowDef,
+    target: &DatasetDef,
+    schema: &SchemaRef,
+    diags: &mut Diagnostics,
+    warnings: &mut Vec<Diagnostic>,
+) {
     if target.dataset_type() != DatasetType::Sink {
         return;
     }
     let Some(sink) = target.format.as_deref().and_then(crate::connector::sink) else {
         return;
     };
-    for (message, help) in sink.check_schema(schema, &target.options) {
+    let check = sink.check_schema(schema, &target.options);
+    for (message, help) in check.problems {
         diags.push(
             Diagnostic::new(format!("writes to {}: {message}", target.subject()))
                 .subject(f.subject())
                 .origin(f.origin.clone())
                 .help(help),
+        );
+    }
+    for message in check.warnings {
+        warnings.push(
+            Diagnostic::new(format!("writes to {}: {message}", target.subject()))
+                .subject(f.subject())
+                .origin(f.origin.clone()),
         );
     }
 }

@@ -12,8 +12,8 @@ use crate::sink::KafkaSink;
 use crate::source::check_source_options;
 use crate::source::KafkaSource;
 use pipelines_core::connector::{
-    Connector, ConnectorRegistration, DeclaredRead, RealTime, SinkConnector, SourceConnector,
-    SourceRequest,
+    ColumnCheck, Connector, ConnectorRegistration, DeclaredRead, RealTime, SinkConnector,
+    SourceConnector, SourceRequest,
 };
 use pipelines_core::engine::connectors::{fixed_schema, forbid_path, ALL_MODES};
 use pipelines_core::engine::sink::{Sink, SinkContext};
@@ -178,15 +178,12 @@ impl SinkConnector for KafkaConnector {
         RealTime::Supported { rank: 0 }
     }
 
-    fn check_schema(
-        &self,
-        schema: &SchemaRef,
-        options: &BTreeMap<String, String>,
-    ) -> Vec<(String, String)> {
+    fn check_schema(&self, schema: &SchemaRef, options: &BTreeMap<String, String>) -> ColumnCheck {
         crate::sink::check_schema(schema, options)
             .into_iter()
             .map(|p| (p.message, p.help))
-            .collect()
+            .collect::<Vec<_>>()
+            .into()
     }
 
     fn open(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>> {

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::sink::{connection_config, PostgresSink};
+use crate::sink::{check_table, connection_config, PostgresSink};
 use crate::types::ddl_type;
-use pipelines_core::connector::{Connector, ConnectorRegistration, SinkConnector};
+use pipelines_core::connector::{ColumnCheck, Connector, ConnectorRegistration, SinkConnector};
 use pipelines_core::engine::connectors::ALL_MODES;
 use pipelines_core::engine::sink::{Sink, SinkContext};
 use pipelines_core::error::Result;
@@ -100,12 +100,10 @@ impl SinkConnector for PostgresConnector {
         true
     }
 
-    fn check_schema(
-        &self,
-        schema: &SchemaRef,
-        _options: &BTreeMap<String, String>,
-    ) -> Vec<(String, String)> {
-        schema
+    /// Columns without a PostgreSQL type; then, when the server answers,
+    /// the table's columns against the flow's ([`check_table`]).
+    fn check_schema(&self, schema: &SchemaRef, options: &BTreeMap<String, String>) -> ColumnCheck {
+        let untyped: Vec<(String, String)> = schema
             .fields()
             .iter()
             .filter(|f| ddl_type(f.data_type()).is_none())
@@ -122,7 +120,11 @@ impl SinkConnector for PostgresConnector {
                     ),
                 )
             })
-            .collect()
+            .collect();
+        if !untyped.is_empty() {
+            return untyped.into();
+        }
+        check_table(schema, &Options::merged(options, &BTreeMap::new(), ""))
     }
 
     fn check_options(&self, options: &Options) -> Result<()> {

@@ -33,6 +33,7 @@ use tokio_postgres::{Client, Config};
 use crate::tls::Tls;
 
 use crate::types::{cell, ddl_type, encoding, plain, Encoding};
+use pipelines_core::connector::ColumnCheck;
 use pipelines_core::engine::sink::{last_row_per_key, Sink, SinkContext, SinkWrite};
 use pipelines_core::error::{Error, Result};
 use pipelines_core::formats::OutputMode;
@@ -244,45 +245,16 @@ impl PostgresSink {
             }
             Err(e) => return Err(sink_error(&format!("could not read table {target}"), e)),
         };
-        let mut columns = Vec::new();
-        for f in ctx.schema.fields() {
-            let found = table_columns
-                .iter()
-                .position(|(c, _)| c == f.name())
-                .or_else(|| {
-                    table_columns
-                        .iter()
-                        .position(|(c, _)| c.eq_ignore_ascii_case(f.name()))
-                });
-            let Some(i) = found else {
-                return Err(Error::runtime_with_help(
-                    format!(
-                        "sink `{name}`: column `{}` of flow `{}`'s output is not a column of table {target} ({})",
-                        f.name(),
-                        ctx.flow,
-                        table_columns.iter().map(|(c, t)| format!("{c} {t}")).collect::<Vec<_>>().join(", ")
-                    ),
-                    format!("add it (`ALTER TABLE {target} ADD COLUMN \"{}\" {}`), or drop it from the flow's query", f.name(), ddl_type(f.data_type()).unwrap_or("...")),
-                ));
-            };
-            let (column, pg_type) = table_columns.swap_remove(i);
-            let Some(enc) = encoding(f.data_type(), &pg_type) else {
-                return Err(Error::runtime_with_help(
-                    format!(
-                        "sink `{name}`: column `{}` is {} in flow `{}`'s output but {pg_type} in table {target}",
-                        f.name(),
-                        pipelines_core::plan::ddl::type_to_ddl(f.data_type()),
-                        ctx.flow
-                    ),
-                    format!(
-                        "cast `{}` in the flow's query to a type the column takes, or change the column's type to {}",
-                        f.name(),
-                        ddl_type(f.data_type()).unwrap_or("a matching type")
-                    ),
-                ));
-            };
-            columns.push((quote(&column), pg_type, enc));
-        }
+        let columns = match_columns(
+            &ctx.schema,
+            &mut table_columns,
+            &target,
+            &format!("flow `{}`'s", ctx.flow),
+        )
+        .map_err(|mut problems| {
+            let (message, help) = problems.swap_remove(0);
+            Error::runtime_with_help(format!("sink `{name}`: {message}"), help)
+        })?;
         let keys = if ctx.merge_keys.is_empty() {
             block_on(primary_key(&client, &table))
                 .map_err(|e| sink_error("could not read the table's primary key", e))?
@@ -477,6 +449,131 @@ enum CopyError {
 impl From<tokio_postgres::Error> for CopyError {
     fn from(e: tokio_postgres::Error) -> Self {
         CopyError::Db(e)
+    }
+}
+
+/// Matches the flow's columns (`schema`) with the table's by name (exact,
+/// else ignoring case): each one's quoted name, PostgreSQL type and
+/// encoding, or every column that has no match or cannot take the flow's
+/// type, as (message, help). `whose`: "flow `x`'s" or "the flow's".
+fn match_columns(
+    schema: &SchemaRef,
+    table_columns: &mut Vec<(String, Type)>,
+    target: &str,
+    whose: &str,
+) -> std::result::Result<Vec<(String, Type, Encoding)>, Vec<(String, String)>> {
+    let listed = table_columns
+        .iter()
+        .map(|(c, t)| format!("{c} {t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut columns = Vec::new();
+    let mut problems = Vec::new();
+    for f in schema.fields() {
+        let found = table_columns
+            .iter()
+            .position(|(c, _)| c == f.name())
+            .or_else(|| {
+                table_columns
+                    .iter()
+                    .position(|(c, _)| c.eq_ignore_ascii_case(f.name()))
+            });
+        let Some(i) = found else {
+            problems.push((
+                format!(
+                    "column `{}` of {whose} output is not a column of table {target} ({listed})",
+                    f.name()
+                ),
+                format!(
+                    "add it (`ALTER TABLE {target} ADD COLUMN \"{}\" {}`), or drop it from the flow's query",
+                    f.name(),
+                    ddl_type(f.data_type()).unwrap_or("...")
+                ),
+            ));
+            continue;
+        };
+        let (column, pg_type) = table_columns.swap_remove(i);
+        let Some(enc) = encoding(f.data_type(), &pg_type) else {
+            problems.push((
+                format!(
+                    "column `{}` is {} in {whose} output but {pg_type} in table {target}",
+                    f.name(),
+                    pipelines_core::plan::ddl::type_to_ddl(f.data_type()),
+                ),
+                format!(
+                    "cast `{}` in the flow's query to a type the column takes, or change the column's type to {}",
+                    f.name(),
+                    ddl_type(f.data_type()).unwrap_or("a matching type")
+                ),
+            ));
+            continue;
+        };
+        columns.push((quote(&column), pg_type, enc));
+    }
+    if problems.is_empty() {
+        Ok(columns)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Dry-run's look at the table: when the server answers (within 5 s), every
+/// column of the flow's output (`schema`) the table lacks or cannot take,
+/// and a missing table when `createTable` is off, as (message, help). A
+/// server that does not answer is a warning, not a problem: the run checks
+/// again when the sink opens (and fails there, naming the address).
+pub(crate) fn check_table(schema: &SchemaRef, options: &Options) -> ColumnCheck {
+    let Ok((mut config, tls)) = connection_config(options) else {
+        return ColumnCheck::default(); // check_options reports it.
+    };
+    let Some(target) = options.get("dbtable").map(str::to_string) else {
+        return ColumnCheck::default();
+    };
+    let Ok(connector) = tls.connector() else {
+        return ColumnCheck::default();
+    };
+    config.connect_timeout(std::time::Duration::from_secs(5));
+    let at = describe_config(&config);
+    let table = quote_name(&target);
+    let looked = block_on(async {
+        let (client, connection) = config.connect(connector).await?;
+        let connection = runtime().spawn(connection);
+        let st = client
+            .prepare(&format!("SELECT * FROM {table} LIMIT 0"))
+            .await;
+        drop(client);
+        let _ = connection.await;
+        Ok::<_, tokio_postgres::Error>(st)
+    });
+    match looked {
+        Err(e) => ColumnCheck {
+            problems: Vec::new(),
+            warnings: vec![format!(
+                "table {target} not checked against the flow's columns: could not connect to PostgreSQL at {at}: {} (the run connects again, and stops if it cannot)",
+                db_message(&e)
+            )],
+        },
+        Ok(Ok(st)) => match_columns(schema, &mut columns_of(&st), &target, "the flow's")
+            .err()
+            .unwrap_or_default()
+            .into(),
+        Ok(Err(e)) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+            if options.bool("createTable", true).unwrap_or(true) {
+                ColumnCheck::default()
+            } else {
+                vec![(
+                    format!("table {target} does not exist in {at}"),
+                    "create it, or set `createTable: \"true\"` to create it from the flow's columns"
+                        .to_string(),
+                )]
+                .into()
+            }
+        }
+        Ok(Err(e)) => vec![(
+            format!("could not read table {target} in {at}: {}", db_message(&e)),
+            "check that the role may read the table (`GRANT SELECT`)".to_string(),
+        )]
+        .into(),
     }
 }
 
