@@ -889,8 +889,10 @@ impl Source for FileSource {
                 examined += 1;
                 continue;
             }
-            // Files of a manifest are read as committed (a missing one is an error).
-            let c = if cached && self.manifest != Some(true) {
+            // Files of a manifest are read as committed (a missing one is an
+            // error); objects are not looked up again (a request each): one
+            // gone since the listing is missing when the batch reads it.
+            let c = if cached && self.manifest != Some(true) && !c.path.is_object() {
                 match stat(&c.path)? {
                     Some(now) => now,
                     None => {
