@@ -179,7 +179,7 @@ pub struct PostgresSink {
     target: String,
     progress: String,
     /// The flow's columns: name (quoted), PostgreSQL type, encoding.
-    columns: Vec<(String, Type, Encoding)>,
+    columns: Vec<TableColumn>,
     schema: SchemaRef,
     keys: Vec<String>,
 }
@@ -452,6 +452,10 @@ impl From<tokio_postgres::Error> for CopyError {
     }
 }
 
+/// A table column a flow's column goes to: its quoted name, its type and
+/// how values are encoded for it.
+type TableColumn = (String, Type, Encoding);
+
 /// Matches the flow's columns (`schema`) with the table's by name (exact,
 /// else ignoring case): each one's quoted name, PostgreSQL type and
 /// encoding, or every column that has no match or cannot take the flow's
@@ -461,7 +465,7 @@ fn match_columns(
     table_columns: &mut Vec<(String, Type)>,
     target: &str,
     whose: &str,
-) -> std::result::Result<Vec<(String, Type, Encoding)>, Vec<(String, String)>> {
+) -> std::result::Result<Vec<TableColumn>, Vec<(String, String)>> {
     let listed = table_columns
         .iter()
         .map(|(c, t)| format!("{c} {t}"))
