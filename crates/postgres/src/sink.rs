@@ -114,6 +114,21 @@ pub(crate) fn connection_config(options: &Options) -> Result<(Config, Tls)> {
     Ok((config, tls))
 }
 
+/// A client of the server `config` names; its connection runs on the
+/// sink's runtime until the client is dropped.
+async fn connect(
+    config: &Config,
+    connector: tokio_postgres_rustls::MakeRustlsConnect,
+) -> std::result::Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(connector).await?;
+    runtime().spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("PostgreSQL connection closed: {e}");
+        }
+    });
+    Ok(client)
+}
+
 /// `"a"."b"` for `a.b`, each part quoted.
 fn quote_name(name: &str) -> String {
     name.split('.').map(quote).collect::<Vec<_>>().join(".")
@@ -210,17 +225,8 @@ impl PostgresSink {
         let table = quote_name(&target);
         let at = describe_config(&config);
         let name = ctx.name.clone();
-        let connector = tls.connector()?;
-        let client = block_on(async {
-            let (client, connection) = config.connect(connector).await?;
-            runtime().spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!("PostgreSQL connection closed: {e}");
-                }
-            });
-            Ok::<_, tokio_postgres::Error>(client)
-        })
-        .map_err(|e| connect_error(&name, &at, &e, &tls, &host_of(&config)))?;
+        let client = block_on(connect(&config, tls.connector()?))
+            .map_err(|e| connect_error(&name, &at, &e, &tls, &host_of(&config)))?;
         let sink_error = |what: &str, e: tokio_postgres::Error| {
             Error::runtime(format!("sink `{name}`: {what} in {at}: {}", db_message(&e)))
         };
@@ -540,14 +546,12 @@ pub(crate) fn check_table(schema: &SchemaRef, options: &Options) -> ColumnCheck 
     let at = describe_config(&config);
     let table = quote_name(&target);
     let looked = block_on(async {
-        let (client, connection) = config.connect(connector).await?;
-        let connection = runtime().spawn(connection);
-        let st = client
-            .prepare(&format!("SELECT * FROM {table} LIMIT 0"))
-            .await;
-        drop(client);
-        let _ = connection.await;
-        Ok::<_, tokio_postgres::Error>(st)
+        let client = connect(&config, connector).await?;
+        Ok::<_, tokio_postgres::Error>(
+            client
+                .prepare(&format!("SELECT * FROM {table} LIMIT 0"))
+                .await,
+        )
     });
     match looked {
         Err(e) => ColumnCheck {

@@ -25,7 +25,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, UInt32Array};
@@ -442,41 +442,44 @@ impl Sink for FileSink {
 /// object at a temporary local file uploaded when it is finished.
 struct DataFile {
     target: Location,
+    /// Where the bytes are written: the target's path, or the spool's.
+    local: PathBuf,
     /// The local file an object is written to first (removed on drop).
     spool: Option<tempfile::TempPath>,
 }
 
 impl DataFile {
     fn new(target: Location) -> Result<DataFile> {
-        let spool = match &target {
-            Location::Local(_) => None,
-            Location::Object(_) => Some(
-                tempfile::Builder::new()
+        let (local, spool) = match &target {
+            Location::Local(p) => (p.clone(), None),
+            Location::Object(_) => {
+                let spool = tempfile::Builder::new()
                     .prefix("pipelines-upload-")
                     .tempfile()
                     .map_err(|e| Error::io(std::env::temp_dir(), e))?
-                    .into_temp_path(),
-            ),
+                    .into_temp_path();
+                (spool.to_path_buf(), Some(spool))
+            }
         };
-        Ok(DataFile { target, spool })
+        Ok(DataFile {
+            target,
+            local,
+            spool,
+        })
     }
 
     /// Where the bytes are written.
     fn local(&self) -> &Path {
-        match (&self.spool, &self.target) {
-            (Some(spool), _) => spool,
-            (None, Location::Local(p)) => p,
-            (None, Location::Object(_)) => Path::new(""),
-        }
+        &self.local
     }
 
     /// Uploads a spooled file; the file's size and modification time (ms).
     fn finish(&self) -> Result<(u64, i64)> {
         if self.spool.is_some() {
-            let size = self.target.upload_from(self.local())?;
+            let size = self.target.upload_from(&self.local)?;
             return Ok((size, crate::engine::sources::now_ms()));
         }
-        let path = self.local();
+        let path = &self.local;
         let md = fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let mtime = md
             .modified()

@@ -297,11 +297,7 @@ impl FileSource {
                         None => {}
                     }
                 }
-                match dir {
-                    Location::Local(d) if d.is_dir() => walk(d, "", 0, None, None, &mut files)?,
-                    Location::Local(_) => {}
-                    Location::Object(k) => list_objects(k, None, None, &mut files)?,
-                }
+                list_under(dir, None, None, &mut files)?;
                 if !files.is_empty() {
                     self.manifest = Some(false);
                 }
@@ -315,13 +311,7 @@ impl FileSource {
                 base,
                 matcher,
                 max_depth,
-            } => match base {
-                Location::Local(b) if b.is_dir() => {
-                    walk(b, "", 0, *max_depth, Some(matcher), &mut files)?
-                }
-                Location::Local(_) => {}
-                Location::Object(k) => list_objects(k, *max_depth, Some(matcher), &mut files)?,
-            },
+            } => list_under(base, *max_depth, Some(matcher), &mut files)?,
         }
         if let Some(filter) = &self.path_filter {
             files.retain(|f| f.path.file_name().is_some_and(|n| filter.is_match(&n)));
@@ -657,6 +647,21 @@ fn stat(path: &Location) -> Result<Option<Candidate>> {
             mtime: o.modified_ms,
             size: o.size,
         })),
+    }
+}
+
+/// Lists the files under `base`, a local directory ([`walk`], nothing
+/// when it does not exist) or a prefix in object storage ([`list_objects`]).
+fn list_under(
+    base: &Location,
+    max_depth: Option<usize>,
+    matcher: Option<&GlobMatcher>,
+    out: &mut Vec<Candidate>,
+) -> Result<()> {
+    match base {
+        Location::Local(d) if d.is_dir() => walk(d, "", 0, max_depth, matcher, out),
+        Location::Local(_) => Ok(()),
+        Location::Object(k) => list_objects(k, max_depth, matcher, out),
     }
 }
 

@@ -144,15 +144,9 @@ fn write_failed(key: &ObjectKey, e: object_store::Error) -> Error {
 /// The bytes of `key`; `None` when it does not exist.
 pub(crate) fn read(key: &ObjectKey) -> Result<Option<Vec<u8>>> {
     let store = store_for(&key.store)?;
-    let path = key.path();
-    request(async move {
-        match store.get(&path).await {
-            Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    })
-    .map_err(|e| failed("read", key, e))
+    request(fetch(store, key.path()))
+        .map(|b| b.map(|b| b.to_vec()))
+        .map_err(|e| failed("read", key, e))
 }
 
 /// Creates `key` with `bytes` unless it exists (a conditional put).
