@@ -71,6 +71,7 @@ pub(crate) mod dictionary_ids;
 mod guards;
 mod join;
 mod leaf;
+mod leaf_timestamps;
 mod string_ids;
 mod time_keyed;
 pub mod watermark;
@@ -499,6 +500,19 @@ impl CompiledPlan {
         let all = vec![true; self.schema.fields().len()];
         stage_columns_used(&self.root, &all, &self.leaves, &mut used);
         used
+    }
+
+    /// Moves `to_timestamp(column)` of string columns the plan reads only
+    /// so into the leaves reading them (see `leaf_timestamps`): the leaf
+    /// gives the column converted, then its rows may arrive
+    /// dictionary-encoded ([`leaf_dictionary_columns`](Self::leaf_dictionary_columns)).
+    /// A raw column passed on but read by no operator becomes NULLs, as
+    /// with projection pushdown, so the caller applies both under the same
+    /// condition (not when late rows, carrying every column, go to a sink).
+    pub fn push_timestamps_into_leaves(&mut self) {
+        let all = vec![true; self.schema.fields().len()];
+        push_timestamps(&mut self.root, &all, &self.leaves);
+        self.dictionary_columns = dictionary_columns(&self.root, &self.leaves);
     }
 
     /// Which `Utf8` columns of each leaf (in [`leaves`](Self::leaves)
