@@ -825,6 +825,11 @@ fn push_down(leaves: &mut [LeafInput], compiled: &mut CompiledPlan, late_sink: b
     // string column moves into the leaf under the same condition.
     if !late_sink {
         compiled.push_timestamps_into_leaves();
+        for (leaf, columns) in leaves.iter_mut().zip(compiled.leaf_timestamp_columns()) {
+            if let LeafInput::Streaming { source, .. } = leaf {
+                source.read_timestamp_columns(&columns);
+            }
+        }
         for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_only_columns(&used);

@@ -179,24 +179,13 @@ pub(super) fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>
     // Columns a stage's only slot of a leaf read once converts with
     // `to_timestamp` (`leaf_timestamps`): the slot converts a dictionary's
     // values once.
-    visit_stages(root, &mut |stage| {
-        let mut slots = Vec::new();
-        collect_slots(&stage.physical, &mut slots);
-        for slot in &slots {
-            let Some(StageInput::Leaf(l)) = stage.inputs.get(slot.index) else {
-                continue;
-            };
-            let alone = slots.iter().filter(|s| s.index == slot.index).count() == 1;
-            if !alone || reads.get(*l) != Some(&1) {
-                continue;
-            }
-            for column in slot.converted_table_columns() {
-                if let Some(f) = flags.get_mut(*l).and_then(|f| f.get_mut(column)) {
-                    *f = true;
-                }
+    for (l, columns) in leaf_conversions(root, leaves).iter().enumerate() {
+        for (c, conversion) in columns.iter().enumerate() {
+            if conversion.is_some() {
+                flags[l][c] = true;
             }
         }
-    });
+    }
     visit_ops(root, &mut |n| {
         let Op::Aggregate(a) = &n.op else { return };
         let (Some(column), Some(child)) = (a.dictionary_input_column(), n.children.first()) else {
@@ -211,6 +200,37 @@ pub(super) fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>
         }
     });
     flags
+}
+
+/// Per leaf and column, the `to_timestamp` pattern (`Some(None)`: none)
+/// with which the only slot reading the leaf converts the column, where
+/// the leaf is read by one stage.
+pub(super) fn leaf_conversions(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<Option<Option<String>>>> {
+    let mut out: Vec<Vec<Option<Option<String>>>> = leaves
+        .iter()
+        .map(|l| vec![None; l.schema.fields().len()])
+        .collect();
+    let mut reads = vec![0usize; leaves.len()];
+    count_leaf_reads(root, &mut reads);
+    visit_stages(root, &mut |stage| {
+        let mut slots = Vec::new();
+        collect_slots(&stage.physical, &mut slots);
+        for slot in &slots {
+            let Some(StageInput::Leaf(l)) = stage.inputs.get(slot.index) else {
+                continue;
+            };
+            let alone = slots.iter().filter(|s| s.index == slot.index).count() == 1;
+            if !alone || reads.get(*l) != Some(&1) {
+                continue;
+            }
+            for (column, pattern) in slot.converted_table_columns() {
+                if let Some(c) = out.get_mut(*l).and_then(|c| c.get_mut(column)) {
+                    *c = Some(pattern);
+                }
+            }
+        }
+    });
+    out
 }
 
 /// Calls `f` on `stage` and every stage under it.

@@ -178,13 +178,17 @@ impl SlotExec {
     }
 
     /// The columns of the slot's table this scan converts with
-    /// `to_timestamp` (see [`with_timestamps`](Self::with_timestamps)).
-    pub(crate) fn converted_table_columns(&self) -> Vec<usize> {
+    /// `to_timestamp`, each with its pattern (see
+    /// [`with_timestamps`](Self::with_timestamps)).
+    pub(crate) fn converted_table_columns(&self) -> Vec<(usize, Option<String>)> {
         self.timestamps
             .iter()
-            .filter_map(|t| match &self.projection {
-                Some(p) => p.get(t.column).copied(),
-                None => Some(t.column),
+            .filter_map(|t| {
+                let column = match &self.projection {
+                    Some(p) => p.get(t.column).copied(),
+                    None => Some(t.column),
+                }?;
+                Some((column, t.pattern.clone()))
             })
             .collect()
     }

@@ -179,6 +179,11 @@ pub(crate) fn leaf_to_timestamp(
     pattern: Option<&SparkPattern>,
     cache: &mut DictionaryTimestamps,
 ) -> DFResult<ArrayRef> {
+    // Converted already by the source (a JSON decoder reading the strings
+    // as `CAST(... AS TIMESTAMP)`; see `CompiledPlan::leaf_timestamp_columns`).
+    if array.data_type() == &timestamp_type() {
+        return Ok(array.clone());
+    }
     let out = match array.as_any_dictionary_opt() {
         Some(dictionary) => {
             let values = dictionary.values();
