@@ -819,10 +819,17 @@ fn check_shape(
 /// Tells each streaming source which columns the operators read (projection
 /// pushdown; not when late rows go to a sink, which keeps every column) and
 /// which string columns may stay dictionary-encoded.
-fn push_down(leaves: &mut [LeafInput], compiled: &CompiledPlan, late_sink: bool) {
+fn push_down(leaves: &mut [LeafInput], compiled: &mut CompiledPlan, late_sink: bool) {
     // Projection pushdown: sources skip the columns no operator reads
-    // (late rows sent to a sink keep every column).
+    // (late rows sent to a sink keep every column); `to_timestamp` of a
+    // string column moves into the leaf under the same condition.
     if !late_sink {
+        compiled.push_timestamps_into_leaves();
+        for (leaf, columns) in leaves.iter_mut().zip(compiled.leaf_timestamp_columns()) {
+            if let LeafInput::Streaming { source, .. } = leaf {
+                source.read_timestamp_columns(&columns);
+            }
+        }
         for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_only_columns(&used);
@@ -895,7 +902,7 @@ impl StreamingQuery {
         let quarantine_schema = quality.as_ref().and_then(|q| q.quarantine_schema());
         let quarantine_sink =
             open_quarantine_sink(graph, flow, quarantine_schema, opts, checkpoint.query_id())?;
-        push_down(&mut leaves, &compiled, late_sink.is_some());
+        push_down(&mut leaves, &mut compiled, late_sink.is_some());
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
         compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;

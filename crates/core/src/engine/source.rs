@@ -113,6 +113,16 @@ pub trait Source: Send {
         let _ = allowed;
     }
 
+    /// The query converts the `Utf8` columns flagged in `columns` (one flag
+    /// per column of [`schema`](Self::schema)) with `CAST(column AS
+    /// TIMESTAMP)` before reading them, so a source may return them
+    /// converted (`TIMESTAMP` in UTC, NULL for a string that is not a
+    /// timestamp, by Spark's rules in `plan::timestamp`) instead of the
+    /// strings. Called once, before the first read. Default: the strings.
+    fn read_timestamp_columns(&mut self, columns: &[bool]) {
+        let _ = columns;
+    }
+
     /// The end offset of the next batch, which starts after `start` (`None`:
     /// the beginning of the stream), honouring admission limits such as
     /// `maxFilesPerTrigger`. Returns `Ok(None)` when there is no new data.
@@ -229,6 +239,10 @@ impl Source for FlowSource {
 
     fn read_dictionary_columns(&mut self, allowed: &[bool]) {
         self.inner.read_dictionary_columns(allowed)
+    }
+
+    fn read_timestamp_columns(&mut self, columns: &[bool]) {
+        self.inner.read_timestamp_columns(columns)
     }
 
     fn latest_offset(&mut self, start: Option<&Offset>) -> Result<Option<Offset>> {

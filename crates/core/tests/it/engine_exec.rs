@@ -1156,6 +1156,216 @@ fn dictionary_encoded_keys_aggregate_like_plain_strings() {
     assert_eq!(run_both(true), plain);
 }
 
+const STRING_TS: &str = "ts STRING, user_id STRING, level STRING, value BIGINT";
+
+/// Rows of [`STRING_TS`] in `plan`'s leaf 0 schema, `ts` plain or
+/// dictionary-encoded (a dictionary shared by both batches, with a value
+/// no row uses).
+fn string_ts_batches(plan: &CompiledPlan, encoded: bool) -> Vec<RecordBatch> {
+    use arrow::array::DictionaryArray;
+    let ts = [
+        Some("2024-01-01T00:00:07"),
+        Some("2024-01-01T00:00:07"),
+        Some("2024-02-29 23:59:59.123456789"),
+        None,
+        Some("not a time"),
+        Some("2024-01-01T00:11:00Z"),
+    ];
+    let values = [
+        "unused",
+        "2024-01-01T00:00:07",
+        "2024-02-29 23:59:59.123456789",
+        "not a time",
+        "2024-01-01T00:11:00Z",
+    ];
+    let dictionary = Arc::new(StringArray::from(values.to_vec())) as ArrayRef;
+    let level = ["INFO", "WARN", "ERROR", "WARN", "WARN", "ERROR"];
+    let schema = &plan.leaves()[0].schema;
+    [0..4, 4..6]
+        .into_iter()
+        .map(|range| {
+            let n = range.len();
+            let ts_col: ArrayRef = if encoded {
+                let keys = Int32Array::from_iter(
+                    ts[range.clone()]
+                        .iter()
+                        .map(|t| t.map(|t| values.iter().position(|v| *v == t).unwrap() as i32)),
+                );
+                Arc::new(DictionaryArray::new(keys, dictionary.clone()))
+            } else {
+                Arc::new(StringArray::from(ts[range.clone()].to_vec()))
+            };
+            let cols = vec![
+                ts_col,
+                strs(&vec!["u"; n]),
+                strs(&level[range.clone()]),
+                i64s(&(range.start as i64..range.end as i64).collect::<Vec<_>>()),
+            ];
+            let fields: Vec<arrow::datatypes::Field> = schema
+                .fields()
+                .iter()
+                .zip(&cols)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
+            RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols).unwrap()
+        })
+        .collect()
+}
+
+/// `to_timestamp` of a string column the plan reads only so is computed by
+/// the leaf (the physical plan shows it on the slot), whose column may then
+/// arrive dictionary-encoded; the rows are those of the plain plan.
+#[test]
+fn to_timestamp_of_a_leaf_column_is_computed_by_the_leaf() {
+    let want = [
+        "2024-01-01T00:00:07Z|u|1",
+        "2024-02-29T23:59:59.123456Z|u|2",
+        "null|u|3",
+        "null|u|4",
+        "2024-01-01T00:11:00Z|u|5",
+    ];
+    for conversion in ["to_timestamp(ts)", "CAST(ts AS TIMESTAMP)"] {
+        let df = stream("strts", STRING_TS)
+            .with_column("event_time", conversion)
+            .unwrap()
+            .filter("level <> 'INFO'")
+            .unwrap()
+            .select(["event_time", "user_id", "value"])
+            .unwrap();
+        let mut plan = compile(&df);
+        plan.push_timestamps_into_leaves();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let explain = rt.block_on(plan.explain()).unwrap();
+        assert!(
+            explain.contains("SlotExec: leaf=0, to_timestamp(0)"),
+            "{conversion}: {explain}"
+        );
+        assert_eq!(dictionary_columns(&plan), ["ts"], "{conversion}");
+        for encoded in [false, true] {
+            let inputs = vec![string_ts_batches(&plan, encoded)];
+            assert_eq!(
+                rows(&run(&mut plan, inputs)),
+                want,
+                "{conversion}, dictionary {encoded}"
+            );
+        }
+    }
+
+    // A pattern is applied by the leaf too.
+    let df = stream("strts", STRING_TS)
+        .select_expr(["to_timestamp(ts, 'yyyy-MM-dd''T''HH:mm:ss') AS t", "value"])
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    assert_eq!(dictionary_columns(&plan), ["ts"]);
+    let inputs = vec![string_ts_batches(&plan, true)];
+    assert_eq!(
+        rows(&run(&mut plan, inputs)),
+        [
+            "2024-01-01T00:00:07Z|0",
+            "2024-01-01T00:00:07Z|1",
+            "null|2",
+            "null|3",
+            "null|4",
+            "null|5"
+        ]
+    );
+}
+
+/// A string column also read otherwise (passed on, compared, converted
+/// two ways) stays a string at the leaf.
+#[test]
+fn a_string_column_read_otherwise_is_not_converted_by_the_leaf() {
+    let none: [&str; 0] = [];
+    // (plan, rows out: the filter drops the NULL string)
+    for (df, want_rows) in [
+        (
+            stream("strts", STRING_TS)
+                .select_expr(["ts", "to_timestamp(ts) AS t"])
+                .unwrap(),
+            6,
+        ),
+        (
+            stream("strts", STRING_TS)
+                .filter("ts <> 'x'")
+                .unwrap()
+                .select_expr(["to_timestamp(ts) AS t"])
+                .unwrap(),
+            5,
+        ),
+        (
+            stream("strts", STRING_TS)
+                .select_expr(["to_timestamp(ts) AS t", "to_timestamp(ts, 'yyyy') AS y"])
+                .unwrap(),
+            6,
+        ),
+    ] {
+        let mut plan = compile(&df);
+        plan.push_timestamps_into_leaves();
+        assert_eq!(dictionary_columns(&plan), none);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let explain = rt.block_on(plan.explain()).unwrap();
+        assert!(!explain.contains("to_timestamp(0"), "{explain}");
+        let inputs = vec![string_ts_batches(&plan, false)];
+        let rows_out: usize = run(&mut plan, inputs).iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows_out, want_rows);
+    }
+    // The rows of the first: the string and its timestamp side by side.
+    let df = stream("strts", STRING_TS)
+        .select_expr(["ts", "to_timestamp(ts) AS t"])
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    let inputs = vec![string_ts_batches(&plan, false)];
+    assert_eq!(
+        rows(&run(&mut plan, inputs))[..3],
+        [
+            "2024-01-01T00:00:07|2024-01-01T00:00:07Z",
+            "2024-01-01T00:00:07|2024-01-01T00:00:07Z",
+            "2024-02-29 23:59:59.123456789|2024-02-29T23:59:59.123456Z"
+        ]
+    );
+}
+
+/// A windowed count over an event time converted from a string: the leaf
+/// converts it, and dictionary-encoded rows count like plain ones.
+#[test]
+fn a_windowed_count_over_a_string_event_time_counts_dictionary_rows_alike() {
+    let df = stream("strts", STRING_TS)
+        .with_column("event_time", "to_timestamp(ts)")
+        .unwrap()
+        .with_watermark("event_time", "10 minutes")
+        .unwrap()
+        .group_by([tumbling_window(col("event_time"), "10 minutes")])
+        .count()
+        .unwrap();
+    let counts = |encoded: bool| {
+        let mut plan = compile(&df);
+        plan.push_timestamps_into_leaves();
+        assert_eq!(dictionary_columns(&plan), ["ts"]);
+        let ctx = BatchContext {
+            output_mode: OutputMode::Update,
+            ..BatchContext::default()
+        };
+        let inputs = vec![string_ts_batches(&plan, encoded)];
+        sorted(rows(&run_batch(&mut plan, inputs, &ctx).rows))
+    };
+    let plain = counts(false);
+    assert_eq!(
+        plain,
+        [
+            "{start: 2024-01-01T00:00:00Z, end: 2024-01-01T00:10:00Z}|2",
+            "{start: 2024-01-01T00:10:00Z, end: 2024-01-01T00:20:00Z}|1",
+            "{start: 2024-02-29T23:50:00Z, end: 2024-03-01T00:00:00Z}|1"
+        ]
+    );
+    assert_eq!(counts(true), plain);
+}
+
 /// `current_timestamp()`, `now()` and `current_date()` give the batch's
 /// timestamp, as Spark's `batchTimestampMs`: a new value each batch, the
 /// same one again when a batch is replayed with its logged timestamp.

@@ -617,6 +617,52 @@ fn parquet_skips_columns_the_query_does_not_read() {
     assert_eq!(r.batches[0].column(1).null_count(), 0);
 }
 
+/// A STRING column the query converts with `CAST(... AS TIMESTAMP)` only is
+/// read converted by the JSON decoder (NULL for what is not a timestamp);
+/// a chunk the fast decoder leaves (an escape) keeps the strings, which the
+/// plan's leaf converts.
+#[test]
+fn json_reads_a_converted_string_column_as_timestamps() {
+    let e = env();
+    e.write(
+        "data/logs/a.json",
+        "{\"ts\":\"2024-01-01T00:00:07\",\"n\":1}\n{\"ts\":\"2024-01-01T00:00:07\",\"n\":2}\n{\"ts\":\"nope\",\"n\":3}\n{\"ts\":null,\"n\":4}\n{\"n\":5}\n{\"ts\":\"2024-02-29 23:59:59.5Z\",\"n\":6}\n",
+        1,
+    );
+    e.write(
+        "data/logs/b.json",
+        "{\"ts\":\"2024-01-01T00:00:0\\u0037\",\"n\":7}\n",
+        2,
+    );
+    let s = spec("json", "data/logs", Some("ts STRING, n BIGINT"), &[]);
+    let mut src = e.open(&s);
+    src.read_timestamp_columns(&[true, false]);
+    let end = src.latest_offset(None).unwrap().unwrap();
+    let r = src.read(None, &end).unwrap();
+    // The fast decoder's batch holds timestamps, the other the string.
+    assert_eq!(
+        r.batches
+            .iter()
+            .map(|b| b.schema().field(0).data_type().to_string())
+            .collect::<Vec<_>>(),
+        ["Timestamp(µs, \"UTC\")", "Utf8"]
+    );
+    assert_eq!(
+        table(&r.batches),
+        "+--------------------------+---+\n\
+         | ts                       | n |\n\
+         +--------------------------+---+\n\
+         | 2024-01-01T00:00:07Z     | 1 |\n\
+         | 2024-01-01T00:00:07Z     | 2 |\n\
+         |                          | 3 |\n\
+         |                          | 4 |\n\
+         |                          | 5 |\n\
+         | 2024-02-29T23:59:59.500Z | 6 |\n\
+         | 2024-01-01T00:00:07      | 7 |\n\
+         +--------------------------+---+"
+    );
+}
+
 fn manifest_line(path: &Path) -> String {
     let md = fs::metadata(path).unwrap();
     json!({

@@ -467,3 +467,118 @@ proptest! {
         }
     }
 }
+
+// (d) `to_timestamp` computed by a plan's leaf (`push_timestamps_into_leaves`),
+//     from plain strings and from dictionary-encoded ones, gives the rows the
+//     plan gives without it.
+
+/// A string that is often a timestamp, sometimes a near miss or junk.
+fn maybe_timestamp() -> impl Strategy<Value = Option<String>> {
+    let valid =
+        (dt(), prop::sample::select(vec![" ", "T"]), any::<bool>()).prop_map(|(d, sep, z)| {
+            let mut s = format!(
+                "{:04}-{:02}-{:02}{sep}{:02}:{:02}:{:02}",
+                d.y, d.mo, d.d, d.h, d.mi, d.s
+            );
+            if !d.frac.is_empty() {
+                s.push('.');
+                s += &d.frac_str();
+            }
+            if z {
+                s.push('Z');
+            }
+            s
+        });
+    prop_oneof![
+        6 => valid.prop_map(Some),
+        2 => "[0-9:T .Z+-]{0,24}".prop_map(Some),
+        1 => Just(None),
+    ]
+}
+
+/// The rows of `select_expr([expr AS t, id])` over `strings`, with and
+/// without the leaf conversion; dictionary-encoded (keys `keys` into
+/// `strings`) for the leaf.
+fn through_plans(
+    expr: &str,
+    strings: &[Option<String>],
+    keys: &[Option<usize>],
+) -> (Vec<Option<i64>>, Vec<Option<i64>>) {
+    use arrow::array::{
+        Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, StringArray,
+    };
+    use arrow::datatypes::TimestampMicrosecondType;
+    use arrow::record_batch::RecordBatch;
+    use pipelines_core::engine::exec::CompiledPlan;
+    use pipelines_core::prelude::*;
+    use std::sync::Arc;
+
+    let df = Session::new()
+        .read_stream()
+        .format("memory")
+        .schema("s STRING, id BIGINT")
+        .load("leaf_conversion_props")
+        .unwrap()
+        .select_expr([format!("{expr} AS t"), "id".to_string()])
+        .unwrap();
+    let resolved = df.resolve(&std::collections::HashMap::new()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..keys.len() as i64));
+    let run = |push: bool| {
+        let mut plan = CompiledPlan::compile("f", &df, &resolved, 1).unwrap();
+        let schema = plan.leaves()[0].schema.clone();
+        let column: ArrayRef = if push {
+            plan.push_timestamps_into_leaves();
+            assert!(
+                plan.leaf_dictionary_columns()[0][0],
+                "the leaf converts `s`"
+            );
+            let values: ArrayRef = Arc::new(StringArray::from(strings.to_vec()));
+            let keys = Int32Array::from_iter(keys.iter().map(|k| k.map(|k| k as i32)));
+            Arc::new(DictionaryArray::new(keys, values))
+        } else {
+            let rows: Vec<Option<String>> = keys
+                .iter()
+                .map(|k| k.and_then(|k| strings[k].clone()))
+                .collect();
+            Arc::new(StringArray::from(rows))
+        };
+        let fields = vec![
+            schema
+                .field(0)
+                .clone()
+                .with_data_type(column.data_type().clone()),
+            schema.field(1).clone(),
+        ];
+        let batch = RecordBatch::try_new(
+            Arc::new(arrow::datatypes::Schema::new(fields)),
+            vec![column, ids.clone()],
+        )
+        .unwrap();
+        let out = rt.block_on(plan.execute(vec![vec![batch]])).unwrap();
+        let mut got = Vec::new();
+        for b in &out {
+            let t = b.column(0).as_primitive::<TimestampMicrosecondType>();
+            got.extend((0..t.len()).map(|i| t.is_valid(i).then(|| t.value(i))));
+        }
+        got
+    };
+    (run(false), run(true))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    #[test]
+    fn leaf_conversion_agrees_with_the_plan(strings in prop::collection::vec(maybe_timestamp(), 1..30),
+                                            picks in prop::collection::vec(prop::option::weighted(0.9, any::<prop::sample::Index>()), 0..60),
+                                            pattern in any::<bool>()) {
+        let keys: Vec<Option<usize>> = picks.iter().map(|p| p.as_ref().map(|i| i.index(strings.len()))).collect();
+        let expr = if pattern { "to_timestamp(s, 'yyyy-MM-dd HH:mm:ss')" } else { "to_timestamp(s)" };
+        let (plain, leaf) = through_plans(expr, &strings, &keys);
+        prop_assert_eq!(plain.len(), keys.len());
+        prop_assert_eq!(leaf, plain);
+    }
+}

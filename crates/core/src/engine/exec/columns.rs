@@ -36,6 +36,27 @@ pub(super) fn stage_columns_used(
     }
 }
 
+/// Rewrites `stage` and the stages under it so their slots convert the
+/// string columns read only through `to_timestamp` (`leaf_timestamps`);
+/// `needed` flags the stage's outputs read above it.
+pub(super) fn push_timestamps(stage: &mut Stage, needed: &[bool], leaves: &[Leaf]) {
+    stage.physical = super::leaf_timestamps::push_into_slots(stage.physical.clone(), needed);
+    let width = |input: &StageInput| match input {
+        StageInput::Leaf(l) => leaves.get(*l).map_or(0, |l| l.schema.fields().len()),
+        StageInput::Op(n) => n.width,
+    };
+    let mut reads: Vec<Vec<bool>> = stage.inputs.iter().map(|i| vec![false; width(i)]).collect();
+    plan_columns_used(&stage.physical, needed, &mut reads);
+    for (input, read) in stage.inputs.iter_mut().zip(reads) {
+        if let StageInput::Op(node) = input {
+            let child_needs = op_columns_used(node, read);
+            for (child, child_needed) in node.children.iter_mut().zip(child_needs) {
+                push_timestamps(child, &child_needed, leaves);
+            }
+        }
+    }
+}
+
 /// Marks in `reads` (per slot) the slot columns `plan` reads to produce the
 /// output columns flagged in `needed`. Projections, filters and
 /// repartitions are followed column by column; any other operator counts
@@ -155,6 +176,16 @@ pub(super) fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>
         .collect();
     let mut reads = vec![0usize; leaves.len()];
     count_leaf_reads(root, &mut reads);
+    // Columns a stage's only slot of a leaf read once converts with
+    // `to_timestamp` (`leaf_timestamps`): the slot converts a dictionary's
+    // values once.
+    for (l, columns) in leaf_conversions(root, leaves).iter().enumerate() {
+        for (c, conversion) in columns.iter().enumerate() {
+            if conversion.is_some() {
+                flags[l][c] = true;
+            }
+        }
+    }
     visit_ops(root, &mut |n| {
         let Op::Aggregate(a) = &n.op else { return };
         let (Some(column), Some(child)) = (a.dictionary_input_column(), n.children.first()) else {
@@ -169,6 +200,59 @@ pub(super) fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>
         }
     });
     flags
+}
+
+/// Per leaf and column, the `to_timestamp` pattern (`Some(None)`: none)
+/// with which the only slot reading the leaf converts the column, where
+/// the leaf is read by one stage.
+pub(super) fn leaf_conversions(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<Option<Option<String>>>> {
+    let mut out: Vec<Vec<Option<Option<String>>>> = leaves
+        .iter()
+        .map(|l| vec![None; l.schema.fields().len()])
+        .collect();
+    let mut reads = vec![0usize; leaves.len()];
+    count_leaf_reads(root, &mut reads);
+    visit_stages(root, &mut |stage| {
+        let mut slots = Vec::new();
+        collect_slots(&stage.physical, &mut slots);
+        for slot in &slots {
+            let Some(StageInput::Leaf(l)) = stage.inputs.get(slot.index) else {
+                continue;
+            };
+            let alone = slots.iter().filter(|s| s.index == slot.index).count() == 1;
+            if !alone || reads.get(*l) != Some(&1) {
+                continue;
+            }
+            for (column, pattern) in slot.converted_table_columns() {
+                if let Some(c) = out.get_mut(*l).and_then(|c| c.get_mut(column)) {
+                    *c = Some(pattern);
+                }
+            }
+        }
+    });
+    out
+}
+
+/// Calls `f` on `stage` and every stage under it.
+fn visit_stages(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
+    f(stage);
+    for i in &stage.inputs {
+        if let StageInput::Op(n) = i {
+            for c in &n.children {
+                visit_stages(c, f);
+            }
+        }
+    }
+}
+
+/// The slots of a stage's physical plan.
+fn collect_slots<'a>(plan: &'a Arc<dyn ExecutionPlan>, slots: &mut Vec<&'a SlotExec>) {
+    if let Some(slot) = plan.downcast_ref::<SlotExec>() {
+        slots.push(slot);
+    }
+    for c in plan.children() {
+        collect_slots(c, slots);
+    }
 }
 
 /// How many times each leaf is an input of a stage.

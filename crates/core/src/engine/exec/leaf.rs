@@ -14,14 +14,18 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+
+use crate::plan::timestamp::udf::{leaf_to_timestamp, DictionaryTimestamps};
+use crate::plan::timestamp::SparkPattern;
 use datafusion::catalog::{Session as DfSession, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::Result as DFResult;
+use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SendableRecordBatchStream,
@@ -79,10 +83,23 @@ impl TableProvider for SlotTable {
 pub(crate) struct SlotExec {
     pub(crate) index: usize,
     projection: Option<Vec<usize>>,
-    /// Schema after the projection.
+    /// Schema after the projection (and the conversions).
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
     data: Option<PartitionedRows>,
+    /// Output columns (after the projection) the slot gives as
+    /// `to_timestamp(column[, pattern])` instead of the strings: the plan
+    /// read them only so (see [`super::leaf_timestamps`]).
+    timestamps: Vec<LeafTimestamp>,
+}
+
+/// An output column of a [`SlotExec`] converted by `to_timestamp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeafTimestamp {
+    /// The column's index in the slot's output.
+    pub(crate) column: usize,
+    /// `to_timestamp`'s pattern (None: Spark's cast rules).
+    pub(crate) pattern: Option<String>,
 }
 
 impl fmt::Debug for SlotExec {
@@ -123,7 +140,57 @@ impl SlotExec {
             schema,
             properties: Arc::new(properties),
             data: None,
+            timestamps: Vec::new(),
         })
+    }
+
+    /// This slot giving `timestamps` converted (their fields become
+    /// nullable `TIMESTAMP`s).
+    pub(crate) fn with_timestamps(&self, timestamps: Vec<LeafTimestamp>) -> SlotExec {
+        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
+        for t in &timestamps {
+            if let Some(f) = fields.get_mut(t.column) {
+                *f = Arc::new(
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(crate::plan::timestamp::udf::timestamp_type())
+                        .with_nullable(true),
+                );
+            }
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ));
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            self.properties.output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        SlotExec {
+            schema,
+            properties: Arc::new(properties),
+            timestamps,
+            ..self.clone()
+        }
+    }
+
+    /// The columns of the slot's table this scan converts with
+    /// `to_timestamp`, each with its pattern (see
+    /// [`with_timestamps`](Self::with_timestamps)).
+    pub(crate) fn converted_table_columns(&self) -> Vec<(usize, Option<String>)> {
+        self.timestamps
+            .iter()
+            .filter_map(|t| {
+                let column = match &self.projection {
+                    Some(p) => p.get(t.column).copied(),
+                    None => Some(t.column),
+                }?;
+                Some((column, t.pattern.clone()))
+            })
+            .collect()
     }
 
     /// The slot table's columns this scan returns (None: all, in order).
@@ -133,7 +200,7 @@ impl SlotExec {
 
     /// True when the slot passes its rows on unchanged (no projection).
     pub(crate) fn is_identity(&self) -> bool {
-        self.projection.is_none()
+        self.projection.is_none() && self.timestamps.is_empty()
     }
 
     /// Marks in `used` (one entry per column of the slot's table) the
@@ -165,6 +232,12 @@ impl DisplayAs for SlotExec {
         write!(f, "SlotExec: leaf={}", self.index)?;
         if let Some(p) = &self.projection {
             write!(f, ", projection={p:?}")?;
+        }
+        for t in &self.timestamps {
+            match &t.pattern {
+                Some(p) => write!(f, ", to_timestamp({}, {p:?})", t.column)?,
+                None => write!(f, ", to_timestamp({})", t.column)?,
+            }
         }
         Ok(())
     }
@@ -216,10 +289,75 @@ impl ExecutionPlan for SlotExec {
             .and_then(|d| d.get(partition))
             .cloned()
             .unwrap_or_default();
-        Ok(Box::pin(MemoryStream::try_new(
-            rows,
+        if self.timestamps.is_empty() {
+            return Ok(Box::pin(MemoryStream::try_new(
+                rows,
+                self.schema.clone(),
+                self.projection.clone(),
+            )?));
+        }
+        let converter = TimestampConverter::new(&self.timestamps, self.projection.clone())?;
+        let stream =
+            futures::stream::iter(rows.into_iter().scan(converter, |c, b| Some(c.apply(b))));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
-            self.projection.clone(),
-        )?))
+            stream,
+        )))
+    }
+}
+
+/// Projects a slot's batches and converts its [`LeafTimestamp`] columns;
+/// keeps the last dictionary's parsed values per column.
+struct TimestampConverter {
+    projection: Option<Vec<usize>>,
+    columns: Vec<(usize, Option<SparkPattern>, DictionaryTimestamps)>,
+}
+
+impl TimestampConverter {
+    fn new(timestamps: &[LeafTimestamp], projection: Option<Vec<usize>>) -> DFResult<Self> {
+        let columns = timestamps
+            .iter()
+            .map(|t| {
+                let pattern = t
+                    .pattern
+                    .as_deref()
+                    .map(SparkPattern::compile)
+                    .transpose()
+                    .map_err(|e| DataFusionError::Plan(format!("to_timestamp pattern: {e}")))?;
+                Ok((t.column, pattern, DictionaryTimestamps::default()))
+            })
+            .collect::<DFResult<Vec<_>>>()?;
+        Ok(TimestampConverter {
+            projection,
+            columns,
+        })
+    }
+
+    fn apply(&mut self, batch: RecordBatch) -> DFResult<RecordBatch> {
+        let batch = match &self.projection {
+            Some(p) => batch.project(p)?,
+            None => batch,
+        };
+        let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().to_vec();
+        let mut columns = batch.columns().to_vec();
+        for (c, pattern, cache) in &mut self.columns {
+            let (Some(field), Some(column)) = (fields.get_mut(*c), columns.get_mut(*c)) else {
+                continue;
+            };
+            *column = leaf_to_timestamp(column, pattern.as_ref(), cache)?;
+            *field = Arc::new(
+                field
+                    .as_ref()
+                    .clone()
+                    .with_data_type(column.data_type().clone())
+                    .with_nullable(true),
+            );
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        let options =
+            arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(RecordBatch::try_new_with_options(
+            schema, columns, &options,
+        )?)
     }
 }

@@ -71,6 +71,7 @@ pub(crate) mod dictionary_ids;
 mod guards;
 mod join;
 mod leaf;
+mod leaf_timestamps;
 mod string_ids;
 mod time_keyed;
 pub mod watermark;
@@ -274,6 +275,9 @@ pub struct CompiledPlan {
     /// Per leaf, the `Utf8` columns that may arrive as
     /// `Dictionary(Int32, Utf8)` (see [`CompiledPlan::leaf_dictionary_columns`]).
     dictionary_columns: Vec<Vec<bool>>,
+    /// Per leaf, the `Utf8` columns that may arrive already converted as by
+    /// `CAST(column AS TIMESTAMP)` (see [`CompiledPlan::leaf_timestamp_columns`]).
+    timestamp_columns: Vec<Vec<bool>>,
     /// What `current_timestamp()` reads: set before each batch.
     clock: clock::Clock,
 }
@@ -345,6 +349,11 @@ impl CompiledPlan {
         let root = plan_stage(flow, &ctx, &clock, built, inputs)?;
         let task_ctx = ctx.task_ctx();
         let dictionary_columns = dictionary_columns(&root, &builder.leaves);
+        let timestamp_columns = builder
+            .leaves
+            .iter()
+            .map(|l| vec![false; l.schema.fields().len()])
+            .collect();
         Ok(CompiledPlan {
             flow: flow.to_string(),
             leaves: builder.leaves,
@@ -354,6 +363,7 @@ impl CompiledPlan {
             task_ctx,
             root,
             clock: clock.clone(),
+            timestamp_columns,
             dictionary_columns,
         })
     }
@@ -501,6 +511,34 @@ impl CompiledPlan {
         used
     }
 
+    /// Moves `to_timestamp(column)` of string columns the plan reads only
+    /// so into the leaves reading them (see `leaf_timestamps`): the leaf
+    /// gives the column converted, then its rows may arrive
+    /// dictionary-encoded ([`leaf_dictionary_columns`](Self::leaf_dictionary_columns)).
+    /// A raw column passed on but read by no operator becomes NULLs, as
+    /// with projection pushdown, so the caller applies both under the same
+    /// condition (not when late rows, carrying every column, go to a sink).
+    pub fn push_timestamps_into_leaves(&mut self) {
+        let all = vec![true; self.schema.fields().len()];
+        push_timestamps(&mut self.root, &all, &self.leaves);
+        self.dictionary_columns = dictionary_columns(&self.root, &self.leaves);
+        self.timestamp_columns = leaf_conversions(&self.root, &self.leaves)
+            .into_iter()
+            .map(|l| l.iter().map(|c| matches!(c, Some(None))).collect())
+            .collect();
+    }
+
+    /// Which `Utf8` columns of each leaf (in [`leaves`](Self::leaves)
+    /// order, one flag per column of the leaf's schema) a source may give
+    /// already converted, as `CAST(column AS TIMESTAMP)` converts them
+    /// (`TIMESTAMP`, NULL for a string that is not one): columns whose
+    /// leaf computes `to_timestamp(column)` without a pattern
+    /// ([`push_timestamps_into_leaves`](Self::push_timestamps_into_leaves)).
+    /// A JSON decoder then reads the value without building the string.
+    pub fn leaf_timestamp_columns(&self) -> Vec<Vec<bool>> {
+        self.timestamp_columns.clone()
+    }
+
     /// Which `Utf8` columns of each leaf (in [`leaves`](Self::leaves)
     /// order, one flag per column of the leaf's schema) a source may give as
     /// `Dictionary(Int32, Utf8)` instead: columns that reach, unchanged,
@@ -560,6 +598,7 @@ impl CompiledPlan {
                         &self.flow,
                         leaf,
                         self.dictionary_columns.get(leaf.index).map(Vec::as_slice),
+                        self.timestamp_columns.get(leaf.index).map(Vec::as_slice),
                         b,
                     )?);
                 }
@@ -772,14 +811,19 @@ fn conform_input(
     flow: &str,
     leaf: &Leaf,
     dictionary: Option<&[bool]>,
+    timestamps: Option<&[bool]>,
     b: RecordBatch,
 ) -> Result<RecordBatch> {
     if Arc::ptr_eq(b.schema_ref(), &leaf.schema) || b.schema_ref() == &leaf.schema {
         return Ok(b);
     }
+    let flagged = |flags: Option<&[bool]>, i: usize| {
+        flags.is_some_and(|d| d.get(i).copied().unwrap_or(false))
+    };
+    // A column the leaf converts may arrive dictionary-encoded or converted.
     let may_be_dictionary = |i: usize, t: &DataType| {
-        dictionary.is_some_and(|d| d.get(i).copied().unwrap_or(false))
-            && dictionary_ids::is_string_dictionary(t)
+        (flagged(dictionary, i) && dictionary_ids::is_string_dictionary(t))
+            || (flagged(timestamps, i) && *t == crate::plan::timestamp::udf::timestamp_type())
     };
     let same_types = b.num_columns() == leaf.schema.fields().len()
         && b.schema_ref()

@@ -169,6 +169,7 @@ impl FileSource {
             base_dir: ctx.base_dir.clone(),
             read_columns: None,
             dictionary_columns: None,
+            timestamp_columns: None,
         };
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -839,6 +840,12 @@ impl Source for FileSource {
     fn read_dictionary_columns(&mut self, allowed: &[bool]) {
         if allowed.len() == self.parse.schema.fields().len() {
             self.parse.dictionary_columns = Some(allowed.to_vec());
+        }
+    }
+
+    fn read_timestamp_columns(&mut self, columns: &[bool]) {
+        if columns.len() == self.parse.schema.fields().len() {
+            self.parse.timestamp_columns = Some(columns.to_vec());
         }
     }
 

@@ -35,6 +35,9 @@ enum Kind {
     Float64,
     Boolean,
     Timestamp(TimeUnit),
+    /// A STRING column the query reads only as `CAST(s AS TIMESTAMP)`:
+    /// read converted by Spark's rules (see [`FastJson::with_spark_timestamps`]).
+    SparkTimestamp,
 }
 
 /// A decoder for one flat schema (see the module documentation).
@@ -63,6 +66,9 @@ struct Builder {
     cols: Vec<Column>,
     nulls: Vec<NullBufferBuilder>,
     rows: usize,
+    /// Per column, the last string converted by Spark's rules and its
+    /// answer: event times repeat row after row.
+    last_cast: Vec<(Vec<u8>, Option<i64>)>,
 }
 
 /// Bytes of a line are read through this cursor; every method returns
@@ -131,6 +137,31 @@ impl FastJson {
         })
     }
 
+    /// The decoder reading the STRING columns flagged in `columns` (one flag
+    /// per column of the schema; missing flags are false) converted, as
+    /// `CAST(s AS TIMESTAMP)` converts them (`TIMESTAMP` in UTC, NULL for a
+    /// string that is not a timestamp): the query reads them only so.
+    pub(crate) fn with_spark_timestamps(mut self, columns: &[bool]) -> FastJson {
+        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
+        for (i, kind) in self.kinds.iter_mut().enumerate() {
+            if matches!(kind, Kind::Utf8) && columns.get(i).copied().unwrap_or(false) {
+                *kind = Kind::SparkTimestamp;
+                fields[i] = Arc::new(
+                    fields[i]
+                        .as_ref()
+                        .clone()
+                        .with_data_type(crate::plan::timestamp::udf::timestamp_type())
+                        .with_nullable(true),
+                );
+            }
+        }
+        self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ));
+        self
+    }
+
     fn builder(&self, capacity: usize) -> Builder {
         let cols = self
             .kinds
@@ -144,7 +175,9 @@ impl FastJson {
                         values: Vec::with_capacity(capacity * 16),
                     }
                 }
-                Kind::Int64 | Kind::Timestamp(_) => Column::I64(Vec::with_capacity(capacity)),
+                Kind::Int64 | Kind::Timestamp(_) | Kind::SparkTimestamp => {
+                    Column::I64(Vec::with_capacity(capacity))
+                }
                 Kind::Int32 => Column::I32(Vec::with_capacity(capacity)),
                 Kind::Float64 => Column::F64(Vec::with_capacity(capacity)),
                 Kind::Boolean => Column::Bool(BooleanBufferBuilder::new(capacity)),
@@ -158,6 +191,7 @@ impl FastJson {
                 .map(|_| NullBufferBuilder::new(capacity))
                 .collect(),
             rows: 0,
+            last_cast: self.kinds.iter().map(|_| (Vec::new(), None)).collect(),
         }
     }
 
@@ -313,6 +347,23 @@ impl FastJson {
                     v.append(false);
                 }
             },
+            (Kind::SparkTimestamp, Column::I64(v)) => {
+                let s = c.string()?;
+                let (last, answer) = &mut b.last_cast[i];
+                if s != last.as_slice() || s.is_empty() {
+                    last.clear();
+                    last.extend_from_slice(s);
+                    *answer = crate::plan::timestamp::cast_timestamp_with_zones(s);
+                }
+                match *answer {
+                    Some(t) => v.push(t),
+                    None => {
+                        v.push(0);
+                        b.nulls[i].append_null();
+                        return Some(());
+                    }
+                }
+            }
             (Kind::Timestamp(unit), Column::I64(v)) => {
                 let s = c.string()?;
                 let t = match iso_timestamp(s, *unit) {
@@ -378,6 +429,10 @@ impl FastJson {
                         ),
                     }
                 }
+                (Column::I64(v), Kind::SparkTimestamp) => Arc::new(
+                    PrimitiveArray::<TimestampMicrosecondType>::new(ScalarBuffer::from(v), nulls)
+                        .with_timezone(crate::plan::ddl::SESSION_TIME_ZONE),
+                ),
                 (Column::I64(v), _) => Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls)),
                 (Column::I32(v), _) => Arc::new(Int32Array::new(ScalarBuffer::from(v), nulls)),
                 (Column::F64(v), _) => Arc::new(Float64Array::new(ScalarBuffer::from(v), nulls)),

@@ -108,6 +108,9 @@ pub(crate) struct ParseConfig {
     /// (None: none). Parquet column chunks of them whose pages are all
     /// dictionary-encoded are read so.
     pub dictionary_columns: Option<Vec<bool>>,
+    /// The `Utf8` columns the query converts with `CAST(... AS TIMESTAMP)`
+    /// only (None: none). The JSON decoder reads them converted.
+    pub timestamp_columns: Option<Vec<bool>>,
 }
 
 impl ParseConfig {
@@ -682,8 +685,33 @@ fn with_corrupt(cfg: &ParseConfig, batch: RecordBatch, raw: Option<String>) -> R
         };
         cols.insert(idx, col);
     }
+    // Columns a decoder gave in another type (read converted) keep it.
+    let schema = if cols
+        .iter()
+        .zip(cfg.schema.fields())
+        .all(|(c, f)| c.data_type() == f.data_type())
+    {
+        cfg.schema.clone()
+    } else {
+        Arc::new(Schema::new_with_metadata(
+            cfg.schema
+                .fields()
+                .iter()
+                .zip(&cols)
+                .map(|(f, c)| match c.data_type() == f.data_type() {
+                    true => f.as_ref().clone(),
+                    false => f
+                        .as_ref()
+                        .clone()
+                        .with_data_type(c.data_type().clone())
+                        .with_nullable(true),
+                })
+                .collect::<Vec<_>>(),
+            cfg.schema.metadata().clone(),
+        ))
+    };
     Ok(RecordBatch::try_new_with_options(
-        cfg.schema.clone(),
+        schema,
         cols,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )?)
@@ -731,7 +759,17 @@ fn json_decode(
 }
 
 fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
-    let fast = FastJson::new(&cfg.data_schema, BATCH_ROWS).and_then(|f| f.decode(buf));
+    // Data columns (the corrupt-record column left out) read converted.
+    let timestamps: Vec<bool> = match &cfg.timestamp_columns {
+        Some(t) => (0..cfg.schema.fields().len())
+            .filter(|&i| Some(i) != cfg.corrupt_idx)
+            .map(|i| t.get(i).copied().unwrap_or(false))
+            .collect(),
+        None => Vec::new(),
+    };
+    let fast = FastJson::new(&cfg.data_schema, BATCH_ROWS)
+        .map(|f| f.with_spark_timestamps(&timestamps))
+        .and_then(|f| f.decode(buf));
     if let Some(batches) = fast.map_or_else(|| json_decode(&cfg.data_schema, buf, false).ok(), Some)
     {
         let batches = batches
@@ -1404,6 +1442,7 @@ mod tests {
             base_dir: dir.to_path_buf(),
             read_columns: None,
             dictionary_columns,
+            timestamp_columns: None,
         }
     }
 

@@ -168,6 +168,47 @@ fn scalar_text(s: &ScalarValue) -> Option<String> {
     }
 }
 
+/// `to_timestamp` of the strings in `array` as a plan leaf computes it
+/// for its consumers (`engine::exec` moves `to_timestamp(column)` into the
+/// leaf reading the column): a string array, or a dictionary of strings
+/// whose values are parsed once per dictionary and kept in `cache` for the
+/// next batches sharing that dictionary (the batches of one Parquet column
+/// chunk).
+pub(crate) fn leaf_to_timestamp(
+    array: &ArrayRef,
+    pattern: Option<&SparkPattern>,
+    cache: &mut DictionaryTimestamps,
+) -> DFResult<ArrayRef> {
+    // Converted already by the source (a JSON decoder reading the strings
+    // as `CAST(... AS TIMESTAMP)`; see `CompiledPlan::leaf_timestamp_columns`).
+    if array.data_type() == &timestamp_type() {
+        return Ok(array.clone());
+    }
+    let out = match array.as_any_dictionary_opt() {
+        Some(dictionary) => {
+            let values = dictionary.values();
+            let parsed = match &cache.last {
+                Some((v, parsed)) if Arc::ptr_eq(v, values) => parsed.clone(),
+                _ => {
+                    let parsed: ArrayRef = Arc::new(convert(values, pattern)?);
+                    cache.last = Some((values.clone(), parsed.clone()));
+                    parsed
+                }
+            };
+            arrow::compute::take(parsed.as_ref(), dictionary.keys(), None)?
+        }
+        None => Arc::new(convert(array, pattern)?),
+    };
+    Ok(out)
+}
+
+/// The timestamps of the last dictionary [`leaf_to_timestamp`] parsed (the
+/// dictionary's values are held, so the pointer cannot be reused).
+#[derive(Default)]
+pub(crate) struct DictionaryTimestamps {
+    last: Option<(ArrayRef, ArrayRef)>,
+}
+
 /// `to_timestamp` over one array.
 fn convert(
     array: &ArrayRef,
@@ -182,6 +223,11 @@ fn convert(
         DataType::LargeUtf8 => strings(array.as_string::<i64>(), parse),
         DataType::Utf8View => string_views(array.as_string_view(), parse),
         DataType::Null => TimestampMicrosecondArray::new_null(array.len()),
+        DataType::Dictionary(..) => {
+            let out = leaf_to_timestamp(array, pattern, &mut DictionaryTimestamps::default())?;
+            out.as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .clone()
+        }
         DataType::Int64 => {
             let secs = array.as_primitive::<arrow::datatypes::Int64Type>();
             secs.iter()
