@@ -35,6 +35,23 @@ pub(crate) fn with_schema(
     )?)
 }
 
+/// `schema` with the fields at the indices of `changes` given their new
+/// types, nullable (a value converted to another type may be NULL where the
+/// original was not): a column read converted, see
+/// [`CompiledPlan::leaf_timestamp_columns`].
+pub(crate) fn retyped(
+    schema: &arrow::datatypes::Schema,
+    changes: impl IntoIterator<Item = (usize, DataType)>,
+) -> SchemaRef {
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
+    for (i, t) in changes {
+        if let Some(f) = fields.get_mut(i) {
+            *f = Arc::new(f.as_ref().clone().with_data_type(t).with_nullable(true));
+        }
+    }
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// The first `columns.len()` fields of `schema` (names, nullability,
 /// metadata) with the columns' own types: `schema` itself when it already
 /// matches them (a key may arrive dictionary-encoded, see

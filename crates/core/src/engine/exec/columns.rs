@@ -12,13 +12,7 @@ pub(super) fn stage_columns_used(
     leaves: &[Leaf],
     used: &mut [Vec<bool>],
 ) {
-    let width = |input: &StageInput| match input {
-        StageInput::Leaf(l) => leaves.get(*l).map_or(0, |l| l.schema.fields().len()),
-        StageInput::Op(n) => n.width,
-    };
-    let mut reads: Vec<Vec<bool>> = stage.inputs.iter().map(|i| vec![false; width(i)]).collect();
-    plan_columns_used(&stage.physical, needed, &mut reads);
-    for (input, read) in stage.inputs.iter().zip(reads) {
+    for (input, read) in stage.inputs.iter().zip(input_reads(stage, needed, leaves)) {
         match input {
             StageInput::Leaf(l) => {
                 if let Some(u) = used.get_mut(*l) {
@@ -36,17 +30,24 @@ pub(super) fn stage_columns_used(
     }
 }
 
-/// Rewrites `stage` and the stages under it so their slots convert the
-/// string columns read only through `to_timestamp` (`leaf_timestamps`);
-/// `needed` flags the stage's outputs read above it.
-pub(super) fn push_timestamps(stage: &mut Stage, needed: &[bool], leaves: &[Leaf]) {
-    stage.physical = super::leaf_timestamps::push_into_slots(stage.physical.clone(), needed);
+/// Per input of `stage`, the columns its plan reads to produce the output
+/// columns flagged in `needed`.
+fn input_reads(stage: &Stage, needed: &[bool], leaves: &[Leaf]) -> Vec<Vec<bool>> {
     let width = |input: &StageInput| match input {
         StageInput::Leaf(l) => leaves.get(*l).map_or(0, |l| l.schema.fields().len()),
         StageInput::Op(n) => n.width,
     };
     let mut reads: Vec<Vec<bool>> = stage.inputs.iter().map(|i| vec![false; width(i)]).collect();
     plan_columns_used(&stage.physical, needed, &mut reads);
+    reads
+}
+
+/// Rewrites `stage` and the stages under it so their slots convert the
+/// string columns read only through `to_timestamp` (`leaf_timestamps`);
+/// `needed` flags the stage's outputs read above it.
+pub(super) fn push_timestamps(stage: &mut Stage, needed: &[bool], leaves: &[Leaf]) {
+    stage.physical = super::leaf_timestamps::push_into_slots(stage.physical.clone(), needed);
+    let reads = input_reads(stage, needed, leaves);
     for (input, read) in stage.inputs.iter_mut().zip(reads) {
         if let StageInput::Op(node) = input {
             let child_needs = op_columns_used(node, read);
@@ -176,16 +177,6 @@ pub(super) fn dictionary_columns(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<bool>
         .collect();
     let mut reads = vec![0usize; leaves.len()];
     count_leaf_reads(root, &mut reads);
-    // Columns a stage's only slot of a leaf read once converts with
-    // `to_timestamp` (`leaf_timestamps`): the slot converts a dictionary's
-    // values once.
-    for (l, columns) in leaf_conversions(root, leaves).iter().enumerate() {
-        for (c, conversion) in columns.iter().enumerate() {
-            if conversion.is_some() {
-                flags[l][c] = true;
-            }
-        }
-    }
     visit_ops(root, &mut |n| {
         let Op::Aggregate(a) = &n.op else { return };
         let (Some(column), Some(child)) = (a.dictionary_input_column(), n.children.first()) else {

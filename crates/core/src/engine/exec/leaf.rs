@@ -14,9 +14,6 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-
-use crate::plan::timestamp::udf::{leaf_to_timestamp, DictionaryTimestamps};
-use crate::plan::timestamp::SparkPattern;
 use datafusion::catalog::{Session as DfSession, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result as DFResult};
@@ -30,6 +27,10 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SendableRecordBatchStream,
 };
+
+use super::batches::retyped;
+use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
+use crate::plan::timestamp::SparkPattern;
 
 /// The rows of one leaf for one execution, per partition.
 pub(crate) type PartitionedRows = Arc<Vec<Vec<RecordBatch>>>;
@@ -147,21 +148,10 @@ impl SlotExec {
     /// This slot giving `timestamps` converted (their fields become
     /// nullable `TIMESTAMP`s).
     pub(crate) fn with_timestamps(&self, timestamps: Vec<LeafTimestamp>) -> SlotExec {
-        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
-        for t in &timestamps {
-            if let Some(f) = fields.get_mut(t.column) {
-                *f = Arc::new(
-                    f.as_ref()
-                        .clone()
-                        .with_data_type(crate::plan::timestamp::udf::timestamp_type())
-                        .with_nullable(true),
-                );
-            }
-        }
-        let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
-            fields,
-            self.schema.metadata().clone(),
-        ));
+        let schema = retyped(
+            &self.schema,
+            timestamps.iter().map(|t| (t.column, timestamp_type())),
+        );
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             self.properties.output_partitioning().clone(),
@@ -338,22 +328,16 @@ impl TimestampConverter {
             Some(p) => batch.project(p)?,
             None => batch,
         };
-        let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().to_vec();
         let mut columns = batch.columns().to_vec();
         for (c, pattern, cache) in &mut self.columns {
-            let (Some(field), Some(column)) = (fields.get_mut(*c), columns.get_mut(*c)) else {
-                continue;
-            };
-            *column = leaf_to_timestamp(column, pattern.as_ref(), cache)?;
-            *field = Arc::new(
-                field
-                    .as_ref()
-                    .clone()
-                    .with_data_type(column.data_type().clone())
-                    .with_nullable(true),
-            );
+            if let Some(column) = columns.get_mut(*c) {
+                *column = leaf_to_timestamp(column, pattern.as_ref(), cache)?;
+            }
         }
-        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        let schema = retyped(
+            batch.schema_ref(),
+            self.columns.iter().map(|(c, ..)| (*c, timestamp_type())),
+        );
         let options =
             arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         Ok(RecordBatch::try_new_with_options(

@@ -99,8 +99,8 @@ use serde::Serialize;
 
 use self::aggregate::{find_aggregate, AggregateOp};
 pub use self::batches::max_event_time_ms;
-pub(crate) use self::batches::strip_metadata;
 use self::batches::*;
+pub(crate) use self::batches::{retyped, strip_metadata};
 use self::columns::*;
 use self::compile::*;
 use self::dedup::DedupOp;
@@ -521,9 +521,16 @@ impl CompiledPlan {
     pub fn push_timestamps_into_leaves(&mut self) {
         let all = vec![true; self.schema.fields().len()];
         push_timestamps(&mut self.root, &all, &self.leaves);
-        self.dictionary_columns = dictionary_columns(&self.root, &self.leaves);
-        self.timestamp_columns = leaf_conversions(&self.root, &self.leaves)
-            .into_iter()
+        // A converted column may arrive dictionary-encoded (its slot parses
+        // each dictionary value once); one without a pattern also converted.
+        let conversions = leaf_conversions(&self.root, &self.leaves);
+        for (flags, columns) in self.dictionary_columns.iter_mut().zip(&conversions) {
+            for (flag, conversion) in flags.iter_mut().zip(columns) {
+                *flag |= conversion.is_some();
+            }
+        }
+        self.timestamp_columns = conversions
+            .iter()
             .map(|l| l.iter().map(|c| matches!(c, Some(None))).collect())
             .collect();
     }

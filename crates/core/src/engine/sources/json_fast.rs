@@ -142,23 +142,16 @@ impl FastJson {
     /// `CAST(s AS TIMESTAMP)` converts them (`TIMESTAMP` in UTC, NULL for a
     /// string that is not a timestamp): the query reads them only so.
     pub(crate) fn with_spark_timestamps(mut self, columns: &[bool]) -> FastJson {
-        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
+        let mut changes = Vec::new();
         for (i, kind) in self.kinds.iter_mut().enumerate() {
             if matches!(kind, Kind::Utf8) && columns.get(i).copied().unwrap_or(false) {
                 *kind = Kind::SparkTimestamp;
-                fields[i] = Arc::new(
-                    fields[i]
-                        .as_ref()
-                        .clone()
-                        .with_data_type(crate::plan::timestamp::udf::timestamp_type())
-                        .with_nullable(true),
-                );
+                changes.push((i, crate::plan::timestamp::udf::timestamp_type()));
             }
         }
-        self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
-            fields,
-            self.schema.metadata().clone(),
-        ));
+        if !changes.is_empty() {
+            self.schema = crate::engine::exec::retyped(&self.schema, changes);
+        }
         self
     }
 

@@ -686,29 +686,16 @@ fn with_corrupt(cfg: &ParseConfig, batch: RecordBatch, raw: Option<String>) -> R
         cols.insert(idx, col);
     }
     // Columns a decoder gave in another type (read converted) keep it.
-    let schema = if cols
+    let changes: Vec<(usize, DataType)> = cols
         .iter()
         .zip(cfg.schema.fields())
-        .all(|(c, f)| c.data_type() == f.data_type())
-    {
-        cfg.schema.clone()
-    } else {
-        Arc::new(Schema::new_with_metadata(
-            cfg.schema
-                .fields()
-                .iter()
-                .zip(&cols)
-                .map(|(f, c)| match c.data_type() == f.data_type() {
-                    true => f.as_ref().clone(),
-                    false => f
-                        .as_ref()
-                        .clone()
-                        .with_data_type(c.data_type().clone())
-                        .with_nullable(true),
-                })
-                .collect::<Vec<_>>(),
-            cfg.schema.metadata().clone(),
-        ))
+        .enumerate()
+        .filter(|(_, (c, f))| c.data_type() != f.data_type())
+        .map(|(i, (c, _))| (i, c.data_type().clone()))
+        .collect();
+    let schema = match changes.is_empty() {
+        true => cfg.schema.clone(),
+        false => crate::engine::exec::retyped(&cfg.schema, changes),
     };
     Ok(RecordBatch::try_new_with_options(
         schema,

@@ -223,11 +223,6 @@ fn convert(
         DataType::LargeUtf8 => strings(array.as_string::<i64>(), parse),
         DataType::Utf8View => string_views(array.as_string_view(), parse),
         DataType::Null => TimestampMicrosecondArray::new_null(array.len()),
-        DataType::Dictionary(..) => {
-            let out = leaf_to_timestamp(array, pattern, &mut DictionaryTimestamps::default())?;
-            out.as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
-                .clone()
-        }
         DataType::Int64 => {
             let secs = array.as_primitive::<arrow::datatypes::Int64Type>();
             secs.iter()
