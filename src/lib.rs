@@ -91,6 +91,12 @@ pub use pipelines_postgres as postgres;
 #[cfg(feature = "sql")]
 pub use pipelines_sql as sql;
 
+/// Running a pipeline on a Spark cluster through Spark Connect (the
+/// `spark-connect` feature): the `pipelines-connect` crate. Linking it gives
+/// the command line `run --remote sc://...`.
+#[cfg(feature = "spark-connect")]
+pub use pipelines_connect as connect;
+
 /// The streaming engine ([`pipelines_core::engine`]), with the connector
 /// crates' items at their former paths.
 pub mod engine {

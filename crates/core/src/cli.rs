@@ -40,7 +40,7 @@ pub struct Cli {
 pub enum Command {
     /// Load the spec and every flow, build the plans and validate the whole
     /// pipeline without reading or writing any data.
-    DryRun,
+    DryRun(DryRunArgs),
     /// Validate, then run every flow (available-now, in dependency order).
     Run(RunArgs),
     /// Print the dataflow graph (Mermaid or Graphviz DOT).
@@ -87,9 +87,24 @@ pub enum Command {
     },
 }
 
+/// Options of `dry-run`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct DryRunArgs {
+    /// After the local checks, also register the pipeline with a Spark
+    /// Connect server (`sc://host:port[/;token=...]`) and let Spark analyse
+    /// it; nothing runs. Default: the `SPARK_REMOTE` environment variable.
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<String>,
+}
+
 /// Options of `run`.
 #[derive(Debug, Args, Default, Clone)]
 pub struct RunArgs {
+    /// Run on a Spark cluster through Spark Connect
+    /// (`sc://host:port[/;token=...]`) instead of this engine; the pipeline
+    /// is checked here first. Default: the `SPARK_REMOTE` environment variable.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["continuous", "ui"])]
+    pub remote: Option<String>,
     /// Datasets to reset and recompute from scratch (comma separated).
     #[arg(
         long,
@@ -235,10 +250,24 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write, err: &mut dyn Wri
             writeln!(out, "{text}").map_err(io)?;
             Ok(())
         }
-        Command::DryRun => {
-            let (graph, spec_path, _) = load(&pipeline, cli.spec.as_deref())?;
+        Command::DryRun(args) => {
+            let (graph, spec_path, spec) = load(&pipeline, cli.spec.as_deref())?;
             show_warnings(&graph, err)?;
             write!(out, "{}", summary(&graph, &spec_path)).map_err(io)?;
+            if let Some(url) = crate::remote::remote_from(args.remote.as_deref()) {
+                let base_dir = spec_dir(&spec_path);
+                let request = crate::remote::RemoteRequest {
+                    url: &url,
+                    action: crate::remote::RemoteAction::DryRun,
+                    graph: &graph,
+                    spec: &spec,
+                    base_dir: &base_dir,
+                    full_refresh: &[],
+                    full_refresh_all: false,
+                    refresh: &[],
+                };
+                crate::remote::backend_for(&url)?.execute(&request, out, err)?;
+            }
             Ok(())
         }
         Command::Graph { format } => {
@@ -254,17 +283,25 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write, err: &mut dyn Wri
             let (graph, spec_path, spec) = load(&pipeline, cli.spec.as_deref())?;
             show_warnings(&graph, err)?;
             check_refresh_selection(&graph, &args)?;
-            let base_dir = spec_path
-                .parent()
-                .map(|p| {
-                    if p.as_os_str().is_empty() {
-                        Path::new(".")
-                    } else {
-                        p
-                    }
-                })
-                .unwrap_or(Path::new("."))
-                .to_path_buf();
+            let base_dir = spec_dir(&spec_path);
+            let remote = if args.continuous || args.ui.is_some() {
+                args.remote.clone()
+            } else {
+                crate::remote::remote_from(args.remote.as_deref())
+            };
+            if let Some(url) = remote {
+                let request = crate::remote::RemoteRequest {
+                    url: &url,
+                    action: crate::remote::RemoteAction::Run,
+                    graph: &graph,
+                    spec: &spec,
+                    base_dir: &base_dir,
+                    full_refresh: &args.full_refresh,
+                    full_refresh_all: args.full_refresh_all,
+                    refresh: &args.refresh,
+                };
+                return crate::remote::backend_for(&url)?.execute(&request, out, err);
+            }
             let mut opts = RunOptions::new(base_dir, spec.storage_location());
             opts.continuous = args.continuous;
             opts.full_refresh = args.full_refresh.clone();
@@ -279,6 +316,21 @@ fn dispatch(pipeline: Pipeline, cli: Cli, out: &mut dyn Write, err: &mut dyn Wri
             Ok(())
         }
     }
+}
+
+/// The directory of the spec file (`.` for a bare file name).
+fn spec_dir(spec_path: &Path) -> PathBuf {
+    spec_path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .unwrap_or(Path::new("."))
+        .to_path_buf()
 }
 
 /// Writes the graph's warnings to `err`, one `warning:` block each.

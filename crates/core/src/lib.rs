@@ -32,6 +32,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod real_time_checks;
 pub mod registry;
+pub mod remote;
 pub mod render;
 pub mod session;
 pub mod spec;

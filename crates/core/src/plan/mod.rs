@@ -74,6 +74,17 @@ pub fn is_aggregate_function(name: &str) -> bool {
     sql::sql_context().udaf(&name.to_ascii_lowercase()).is_ok()
 }
 
+/// True when `name` (any case) is a function SQL text can call: DataFusion's
+/// and Spark's scalar and aggregate functions and the streaming ones
+/// (`window`, `session_window`, `to_timestamp`). A function an expression
+/// calls that is not one of these is the user's own (a Rust UDF).
+pub fn is_builtin_function(name: &str) -> bool {
+    use datafusion::execution::FunctionRegistry;
+    let ctx = sql::sql_context();
+    let lower = name.to_ascii_lowercase();
+    ctx.udf(&lower).is_ok() || ctx.udaf(&lower).is_ok() || ctx.udwf(&lower).is_ok()
+}
+
 /// What [`DataFrame::with_dataset_reads_replaced`] calls for each dataset
 /// read: the dataset's name, whether it is read as a stream, the read's
 /// options; the plan to put in its place, if any.
