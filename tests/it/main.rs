@@ -16,6 +16,8 @@ mod metrics;
 mod object_storage;
 mod postgres;
 mod real_time;
+mod spark_connect;
+mod spark_connect_local;
 mod sql;
 mod stateful;
 mod ui;
