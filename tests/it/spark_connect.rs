@@ -356,3 +356,295 @@ fn rust_and_sql_pipelines_give_on_spark_the_tables_they_give_here() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// A relation in short: `Op(inputs; details)`.
+fn show(rel: &dp::connect::proto::Relation) -> String {
+    use dp::connect::proto::read::ReadType;
+    use dp::connect::proto::relation::RelType;
+    let input = |r: &Option<Box<dp::connect::proto::Relation>>| show(r.as_deref().unwrap());
+    match rel.rel_type.as_ref().unwrap() {
+        RelType::Read(r) => match r.read_type.as_ref().unwrap() {
+            ReadType::NamedTable(t) => format!(
+                "Table({}{}{:?})",
+                t.unparsed_identifier,
+                if r.is_streaming { ", stream" } else { "" },
+                t.options
+                    .iter()
+                    .collect::<std::collections::BTreeMap<_, _>>()
+            ),
+            ReadType::DataSource(d) => format!(
+                "Files({}, {}, {:?}, {:?}{})",
+                d.format.as_deref().unwrap(),
+                d.schema.as_deref().unwrap_or("-"),
+                d.paths,
+                d.options
+                    .iter()
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+                if r.is_streaming { ", stream" } else { "" },
+            ),
+        },
+        RelType::Filter(f) => format!(
+            "Filter({}; {})",
+            input(&f.input),
+            expr_text(f.condition.as_ref().unwrap())
+        ),
+        RelType::Project(p) => format!(
+            "Project({}; {})",
+            input(&p.input),
+            p.expressions
+                .iter()
+                .map(expr_text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        RelType::Aggregate(a) => format!(
+            "Aggregate({}; {}; {})",
+            input(&a.input),
+            a.grouping_expressions
+                .iter()
+                .map(expr_text)
+                .collect::<Vec<_>>()
+                .join(", "),
+            a.aggregate_expressions
+                .iter()
+                .map(expr_text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        RelType::Sql(s) => format!("Sql({})", s.query),
+        RelType::WithWatermark(w) => format!(
+            "Watermark({}; {}, {})",
+            input(&w.input),
+            w.event_time,
+            w.delay_threshold
+        ),
+        RelType::Join(j) => format!(
+            "Join({}, {}; {}; {})",
+            input(&j.left),
+            input(&j.right),
+            j.join_condition.as_ref().map(expr_text).unwrap_or_default(),
+            j.join_type
+        ),
+        RelType::SubqueryAlias(s) => format!("{} AS {}", input(&s.input), s.alias),
+        RelType::SetOp(s) => format!("Union({}, {})", input(&s.left_input), input(&s.right_input)),
+        RelType::Deduplicate(d) => format!(
+            "Dedup({}; {:?}, within watermark {})",
+            input(&d.input),
+            d.column_names,
+            d.within_watermark.unwrap_or_default()
+        ),
+        RelType::WithColumns(w) => format!(
+            "WithColumns({}; {})",
+            input(&w.input),
+            w.aliases
+                .iter()
+                .map(|a| format!("{} AS {}", expr_text(a.expr.as_deref().unwrap()), a.name[0]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+/// An expression in short: `f(args)`, `col`, `'text'`, `sql[...]`, `e AS n`.
+fn expr_text(e: &dp::connect::proto::Expression) -> String {
+    use dp::connect::proto::expression::literal::LiteralType;
+    use dp::connect::proto::expression::ExprType;
+    match e.expr_type.as_ref().unwrap() {
+        ExprType::UnresolvedAttribute(a) => a.unparsed_identifier.clone(),
+        ExprType::UnresolvedFunction(f) => format!(
+            "{}({})",
+            f.function_name,
+            f.arguments
+                .iter()
+                .map(expr_text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        ExprType::Literal(l) => match l.literal_type.as_ref().unwrap() {
+            LiteralType::String(s) => format!("'{s}'"),
+            LiteralType::Long(n) => n.to_string(),
+            LiteralType::Integer(n) => n.to_string(),
+            other => format!("{other:?}"),
+        },
+        ExprType::ExpressionString(s) => format!("sql[{}]", s.expression),
+        ExprType::Alias(a) => format!("{} AS {}", expr_text(a.expr.as_deref().unwrap()), a.name[0]),
+        ExprType::UnresolvedStar(_) => "*".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// What `run --remote` sends for a pipeline, command by command: each
+/// operation as the relation PySpark would build, the outputs' types, the
+/// run's selections and storage; an AUTO CDC flow as its details.
+#[test]
+fn a_pipeline_becomes_spark_s_commands() {
+    use dp::connect::proto::pipeline_command::{define_flow, define_output, CommandType};
+    use dp::prelude::*;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("pipeline.yml"),
+        "name: commands\nstorage: ./storage\ndatabase: sales\nconfiguration:\n  spark.sql.shuffle.partitions: \"2\"\n  pipelines.checkpoint.fsync: \"true\"\nsinks:\n  out:\n    format: kafka\n    options:\n      kafka.bootstrap.servers: broker:9092\n      topic: counts\n",
+    )
+    .unwrap();
+    let pipeline = dp::Pipeline::new()
+        .table("raw", |s| {
+            s.read_stream()
+                .format("json")
+                .schema("ts TIMESTAMP, country STRING, id STRING, op STRING, seq BIGINT")
+                .option("maxFilesPerTrigger", "1")
+                .load("data")
+        })
+        .table("us", |s| {
+            s.read_stream()
+                .option("maxFilesPerTrigger", "1")
+                .table("raw")?
+                .filter("country = 'US'")
+        })
+        .table("per_minute", |s| {
+            s.read_stream_table("raw")?
+                .with_watermark("ts", "30 seconds")?
+                .group_by([window(col("ts"), "1 minute", "1 minute"), col("country")])
+                .count()
+        })
+        .table("deduped", |s| {
+            s.read_stream_table("raw")?
+                .with_watermark("ts", "1 minute")?
+                .drop_duplicates_within_watermark(["id"])
+        })
+        .materialized_view("by_country", |s| {
+            s.read_table("raw")?
+                .group_by([col("country")])
+                .agg([count_all()])
+        })
+        .append_flow("to_out", "out", |s| {
+            s.read_stream_table("us")?
+                .select(["CAST(id AS STRING) AS key", "country AS value"])
+        })
+        .create_auto_cdc_flow(
+            dp::cdc::AutoCdc::new("latest", "raw")
+                .keys(["id"])
+                .sequence_by("seq")
+                .apply_as_deletes("op = 'DELETE'")
+                .except_column_list(["op", "seq"])
+                .stored_as_scd_type(2),
+        )
+        .create_streaming_table("latest", Default::default());
+    let spec = dp::spec::load(&dir.join("pipeline.yml")).unwrap();
+    let graph = pipeline.build(&spec).unwrap_or_else(|d| panic!("{d}"));
+    let full_refresh = vec!["us".to_string()];
+    let request = dp::remote::RemoteRequest {
+        url: "sc://localhost",
+        action: dp::remote::RemoteAction::Run,
+        graph: &graph,
+        spec: &spec,
+        base_dir: dir,
+        full_refresh: &full_refresh,
+        full_refresh_all: false,
+        refresh: &[],
+    };
+    let t = dp::connect::translate::translate(&request).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(t.create.default_database.as_deref(), Some("sales"));
+    assert_eq!(
+        t.create.sql_conf.iter().collect::<Vec<_>>(),
+        [(
+            &"spark.sql.shuffle.partitions".to_string(),
+            &"2".to_string()
+        )],
+        "this engine's settings stay here"
+    );
+    let data = std::fs::canonicalize(dir).unwrap().join("data");
+    let mut outputs = Vec::new();
+    let mut flows = std::collections::BTreeMap::new();
+    for step in &t.steps {
+        match &step.command {
+            CommandType::DefineOutput(o) => outputs.push(format!(
+                "{} {:?}{}",
+                o.output_name.as_deref().unwrap(),
+                dp::connect::proto::OutputType::try_from(o.output_type.unwrap()).unwrap(),
+                match &o.details {
+                    Some(define_output::Details::SinkDetails(s)) => format!(
+                        " {} {:?}",
+                        s.format.as_deref().unwrap(),
+                        s.options
+                            .iter()
+                            .collect::<std::collections::BTreeMap<_, _>>()
+                    ),
+                    _ => String::new(),
+                }
+            )),
+            CommandType::DefineFlow(f) => {
+                let text = match f.details.as_ref().unwrap() {
+                    define_flow::Details::RelationFlowDetails(r) => {
+                        show(r.relation.as_ref().unwrap())
+                    }
+                    define_flow::Details::AutoCdcFlowDetails(c) => format!(
+                        "AUTO CDC from {} keys {} sequence {} deletes {} except {} SCD {}",
+                        c.source.as_deref().unwrap(),
+                        c.keys.iter().map(expr_text).collect::<Vec<_>>().join(","),
+                        expr_text(c.sequence_by.as_ref().unwrap()),
+                        expr_text(c.apply_as_deletes.as_ref().unwrap()),
+                        c.except_column_list
+                            .iter()
+                            .map(expr_text)
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        c.stored_as_scd_type
+                    ),
+                    other => format!("{other:?}"),
+                };
+                flows.insert(
+                    f.flow_name.clone().unwrap(),
+                    format!("→ {}: {text}", f.target_dataset_name.as_deref().unwrap()),
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        outputs,
+        [
+            "by_country MaterializedView",
+            "deduped Table",
+            "latest Table",
+            "out Sink kafka {\"kafka.bootstrap.servers\": \"broker:9092\", \"topic\": \"counts\"}",
+            "per_minute Table",
+            "raw Table",
+            "us Table",
+        ]
+    );
+    let raw = format!(
+        "Files(json, ts TIMESTAMP, country STRING, id STRING, op STRING, seq BIGINT, [{:?}], {{\"maxFilesPerTrigger\": \"1\"}}, stream)",
+        data.display().to_string()
+    );
+    let expected = [
+        ("by_country", "→ by_country: Aggregate(Table(raw{}); country AS country; count(1) AS count)".to_string()),
+        ("deduped", "→ deduped: Dedup(Sql(SELECT * FROM STREAM(raw) WATERMARK ts DELAY OF INTERVAL 1 minute); [\"id\"], within watermark true)".to_string()),
+        ("latest", "→ latest: AUTO CDC from raw keys id sequence sql[seq] deletes sql[op = 'DELETE'] except op,seq SCD 2".to_string()),
+        ("per_minute", "→ per_minute: Aggregate(Sql(SELECT * FROM STREAM(raw) WATERMARK ts DELAY OF INTERVAL 30 seconds); window(ts, '1 minute', '1 minute') AS window, country AS country; count(1) AS count)".to_string()),
+        ("raw", format!("→ raw: {raw}")),
+        ("to_out", "→ out: Project(Table(us, stream{}); sql[CAST(id AS STRING) AS key] AS key, sql[country AS value] AS value)".to_string()),
+        ("us", "→ us: Filter(Table(raw, stream{\"maxFilesPerTrigger\": \"1\"}); sql[country = 'US'])".to_string()),
+    ];
+    for (flow, want) in expected {
+        assert_eq!(flows.get(flow), Some(&want), "flow `{flow}`");
+    }
+    assert_eq!(flows.len(), 7, "{flows:#?}");
+    assert_eq!(t.start.full_refresh_selection, ["us"]);
+    assert_eq!(t.start.dry, Some(false));
+    assert_eq!(
+        t.start.storage.as_deref(),
+        Some(
+            format!(
+                "file://{}",
+                std::fs::canonicalize(dir)
+                    .unwrap()
+                    .join("storage")
+                    .display()
+            )
+            .as_str()
+        )
+    );
+}

@@ -147,9 +147,9 @@ pub(crate) fn diff(table: &str, spark: &Tsv, ours: &Tsv) -> String {
             j += 1;
         }
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "  ({} rows in Spark's, {} in ours)\n",
+        "  ({} rows in Spark's, {} in ours)",
         spark.rows.len(),
         ours.rows.len()
     );
