@@ -267,7 +267,7 @@ fn project_copy(spec: &Path, sql: Option<&Path>, dir: &Path) {
 /// One project run here and on Spark: every table equal to ours and to
 /// Spark's fixture for the reference project; the run's report.
 fn here_and_on_spark(
-    python: &str,
+    server: &SparkServer,
     work: &Path,
     bin: &Path,
     spec: &Path,
@@ -280,7 +280,6 @@ fn here_and_on_spark(
     run_in(bin, &here, &["run"]);
     let remote = work.join("remote");
     project_copy(spec, sql, &remote);
-    let server = SparkServer::start(python, &work.join("spark"));
     let (report, progress) = run_in(bin, &remote, &["run", "--remote", &server.url]);
     let mut problems = String::new();
     for t in tables {
@@ -288,7 +287,6 @@ fn here_and_on_spark(
         problems += &diff(t, &our_table(&here.join("pipeline-storage"), t), &spark);
         problems += &diff(t, &fixture(fixtures, t), &spark);
     }
-    drop(server);
     assert!(
         problems.is_empty(),
         "{problems}\nthe remote run:\n{report}\n{progress}"
@@ -318,9 +316,10 @@ fn rust_and_sql_pipelines_give_on_spark_the_tables_they_give_here() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
 
+    let server = SparkServer::start(&python, &tmp.path().join("spark-rust"));
     let started = std::time::Instant::now();
     let report = here_and_on_spark(
-        &python,
+        &server,
         &tmp.path().join("rust"),
         &example_binary("spark_connect_ads"),
         &repo.join("examples/spark_connect_ads/pipeline.yml"),
@@ -333,10 +332,14 @@ fn rust_and_sql_pipelines_give_on_spark_the_tables_they_give_here() {
         started.elapsed().as_secs_f64()
     );
 
+    drop(server);
+
+    // A new server: the SQL project's tables have the Rust project's names.
+    let server = SparkServer::start(&python, &tmp.path().join("spark-sql"));
     let started = std::time::Instant::now();
     let sql = repo.join("tests/spark/connect/sql_remote");
     let report = here_and_on_spark(
-        &python,
+        &server,
         &tmp.path().join("sql"),
         Path::new(env!("CARGO_BIN_EXE_pipelines")),
         &sql.join("pipeline.yml"),
@@ -355,6 +358,57 @@ fn rust_and_sql_pipelines_give_on_spark_the_tables_they_give_here() {
         "SQL project ({:.1} s in all):\n{report}",
         started.elapsed().as_secs_f64()
     );
+
+    // Spark's errors, tied to what they are about: a definition it refuses
+    // (a database that does not exist), a flow failing at run time (ANSI
+    // casts are Spark 4's default; here the cast gives NULL).
+    let failing = tmp.path().join("failing");
+    std::fs::create_dir_all(failing.join("transformations")).unwrap();
+    copy_connect_data(&failing.join("data"));
+    std::fs::write(
+        failing.join("transformations/bad.sql"),
+        "CREATE STREAMING TABLE bad_numbers AS SELECT CAST(click_id AS INT) AS n\n\
+         FROM STREAM read_files('data/clicks', format => 'json', schema => 'click_id STRING, ts TIMESTAMP, ad_id STRING, user_id STRING');\n",
+    )
+    .unwrap();
+    let spec = |database: &str| {
+        std::fs::write(
+            failing.join("pipeline.yml"),
+            format!("name: failing\nstorage: ./storage\n{database}libraries:\n  - glob:\n      include: transformations/**\n"),
+        )
+        .unwrap();
+    };
+    let pipelines = Path::new(env!("CARGO_BIN_EXE_pipelines"));
+    let remote = |dir: &Path| {
+        let out = Command::new(pipelines)
+            .arg("--spec")
+            .arg(dir.join("pipeline.yml"))
+            .args(["run", "--remote", &server.url])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    spec("database: no_such_db\n");
+    let (code, err) = remote(&failing);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with("error: pipeline `failing`: Spark refused it: [SCHEMA_NOT_FOUND] The schema `spark_catalog`.`no_such_db` cannot be found."),
+        "{err}"
+    );
+    spec("");
+    let (code, err) = remote(&failing);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("\nerror: flow `bad_numbers` (transformations/bad.sql:1:1) failed on Spark: [STREAM_FAILED] Query [id = ")
+            && err.contains("terminated with exception: [CAST_INVALID_INPUT] The value 'c0")
+            && !err.contains("=== Streaming Query ==="),
+        "{err}"
+    );
+    drop(server);
 }
 
 /// A relation in short: `Op(inputs; details)`.

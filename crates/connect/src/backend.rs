@@ -210,7 +210,16 @@ async fn remote_run(
                 let Some(event) = &e.event else { return };
                 let message = event.message.clone().unwrap_or_default();
                 outcome.events += 1;
-                let _ = writeln!(err, "spark: {}", message.replace('\n', "\n       "));
+                // The first line, and a failure's error without the plan
+                // dump; the event log keeps the whole text.
+                let shown = match message.split_once('\n') {
+                    Some((first, rest)) => format!(
+                        "{first}\n       {}",
+                        events::concise(rest).replace('\n', "\n       ")
+                    ),
+                    None => message.clone(),
+                };
+                let _ = writeln!(err, "spark: {shown}");
                 let parsed = events::parse(&message);
                 let logged = match &parsed {
                     SparkEvent::Flow {
@@ -275,13 +284,16 @@ async fn remote_run(
                 .unwrap_or_default();
             Err(Error::runtime(format!(
                 "flow `{flow}`{origin} failed on Spark: {}",
-                o.error.as_deref().unwrap_or("(no error text)")
+                o.error
+                    .as_deref()
+                    .map(events::concise)
+                    .unwrap_or("(no error text)")
             )))
         }
         (Err(e), None) => Err(Error::runtime(format!(
             "pipeline `{}`: the run failed on Spark: {}",
             graph.name,
-            e.to_string().trim_end()
+            events::concise(&e.to_string())
         ))),
     };
     if let Some(r) = &reporter {

@@ -52,6 +52,7 @@ pub enum ConnectError {
 /// Spark's message, led by its error class when the message does not
 /// already start with it.
 fn spark_text(error_class: Option<&str>, message: &str) -> String {
+    let message = message.trim();
     match error_class {
         Some(c) if !message.starts_with(&format!("[{c}]")) => format!("[{c}] {message}"),
         _ => message.to_string(),

@@ -49,6 +49,15 @@ fn state_of(word: &str) -> Option<FlowState> {
     })
 }
 
+/// An error text without the plan dump Spark appends to a streaming
+/// query's failure (`=== Streaming Query ===` ...): the event log keeps it.
+pub fn concise(error: &str) -> &str {
+    let cut = error
+        .find("\n=== Streaming Query ===")
+        .unwrap_or(error.len());
+    error[..cut].trim_end()
+}
+
 /// Reads one event's message.
 pub fn parse(message: &str) -> SparkEvent {
     let (first, rest) = match message.split_once('\n') {
@@ -80,7 +89,9 @@ pub fn parse(message: &str) -> SparkEvent {
         .and_then(|b| b.strip_suffix('.'))
     {
         for verb in [" is ", " has "] {
-            if let Some((name, word)) = body.rsplit_once(verb) {
+            if let Some((name, rest)) = body.rsplit_once(verb) {
+                // `has FAILED more than 2 times and will not be restarted`
+                let word = rest.split_whitespace().next().unwrap_or_default();
                 if let Some(state) = state_of(word) {
                     return SparkEvent::Flow {
                         flow: last_part(name),
@@ -135,6 +146,15 @@ mod tests {
                 state: FlowState::Failed,
                 spark_state: "FAILED".into(),
                 error: Some("[TABLE_OR_VIEW_NOT_FOUND] gone".into())
+            }
+        );
+        assert_eq!(
+            parse("Flow 'spark_catalog.default.x' has FAILED more than 2 times and will not be restarted.\nError: [STREAM_FAILED] boom"),
+            SparkEvent::Flow {
+                flow: "x".into(),
+                state: FlowState::Failed,
+                spark_state: "FAILED".into(),
+                error: Some("[STREAM_FAILED] boom".into())
             }
         );
         assert_eq!(

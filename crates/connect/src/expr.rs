@@ -93,11 +93,61 @@ fn literal_of(t: literal::LiteralType) -> Expression {
     }))
 }
 
-/// Spark SQL text, parsed by the server.
+/// SQL text, parsed by the server: identifiers quoted `"x"` (this engine's
+/// SQL, as DataFusion's) become Spark's `` `x` `` (to Spark, `"x"` is a
+/// string).
 pub fn sql_text(text: &str) -> Expression {
     wrap(ExprType::ExpressionString(ExpressionString {
-        expression: text.to_string(),
+        expression: spark_quoting(text),
     }))
+}
+
+/// `text` with double-quoted identifiers in backticks; string literals
+/// (`'...'`, with `''` or `\'` inside) and backticked names unchanged.
+pub fn spark_quoting(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '`' => {
+                out.push(c);
+                while let Some(d) = chars.next() {
+                    out.push(d);
+                    if d == '\\' && c == '\'' {
+                        if let Some(e) = chars.next() {
+                            out.push(e);
+                        }
+                    } else if d == c {
+                        if chars.peek() == Some(&c) {
+                            out.push(chars.next().unwrap_or(c));
+                        } else {
+                            break;
+                        }
+                    }
+                }
+            }
+            '"' => {
+                let mut name = String::new();
+                while let Some(d) = chars.next() {
+                    if d == '"' {
+                        if chars.peek() == Some(&'"') {
+                            chars.next();
+                            name.push('"');
+                        } else {
+                            break;
+                        }
+                    } else {
+                        name.push(d);
+                    }
+                }
+                out.push('`');
+                out.push_str(&name.replace('`', "``"));
+                out.push('`');
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `e AS name`.
@@ -477,6 +527,18 @@ mod tests {
         );
         let err = expression(&udf.call(vec![col("n")])).unwrap_err();
         assert_eq!(err.what, "the Rust UDF `score`");
+    }
+
+    #[test]
+    fn double_quoted_identifiers_take_backticks() {
+        assert_eq!(
+            spark_quoting(r#"CAST(click_id AS INT) AS "n""#),
+            "CAST(click_id AS INT) AS `n`"
+        );
+        assert_eq!(
+            spark_quoting(r#""a""b" = 'it''s "x"' AND `c"d` = 'e\'"'"#),
+            r#"`a"b` = 'it''s "x"' AND `c"d` = 'e\'"'"#
+        );
     }
 
     #[test]
