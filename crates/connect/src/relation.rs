@@ -128,10 +128,10 @@ impl<'a> RelationBuilder<'a> {
                 condition: Some(expr::column_expr(predicate)?),
             })),
             PlanNode::WithColumn { input, name, expr } => {
-                let value = strip_alias(expr::column_expr(expr)?);
-                let aliased = match expr::alias(value, name).expr_type {
-                    Some(crate::proto::expression::ExprType::Alias(a)) => *a,
-                    _ => unreachable_alias(),
+                let aliased = crate::proto::expression::Alias {
+                    expr: Some(Box::new(strip_alias(expr::column_expr(expr)?))),
+                    name: vec![name.clone()],
+                    metadata: None,
                 };
                 RelType::WithColumns(Box::new(WithColumns {
                     input: self.boxed(input)?,
@@ -326,11 +326,6 @@ impl<'a> RelationBuilder<'a> {
             })),
         })
     }
-}
-
-fn unreachable_alias() -> crate::proto::expression::Alias {
-    // `expr::alias` always builds an alias; kept total without a panic.
-    crate::proto::expression::Alias::default()
 }
 
 /// An expression without its outer alias (the name is given again).

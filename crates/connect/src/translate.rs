@@ -168,6 +168,18 @@ fn refusal(subject: String, origin: Option<Origin>, why: String) -> Diagnostic {
         .origin(origin)
 }
 
+/// Why expectations cannot go to Spark, when there are any.
+fn expectations_refusal(expectations: &[pipelines_core::Expectation]) -> Option<String> {
+    if expectations.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = expectations.iter().map(|e| e.name.as_str()).collect();
+    Some(format!(
+        "its expectations ({}) are not part of open-source Spark's pipelines; remove them for the remote run or run this pipeline on this engine",
+        names.join(", ")
+    ))
+}
+
 fn check_dataset(d: &DatasetNode, problems: &mut Diagnostics, warnings: &mut Vec<String>) {
     let subject = d.def.subject();
     let origin = d.def.origin.clone();
@@ -189,16 +201,8 @@ fn check_dataset(d: &DatasetNode, problems: &mut Diagnostics, warnings: &mut Vec
             problems.push(refusal(subject.clone(), origin.clone(), why));
         }
     }
-    if !d.def.expectations.is_empty() {
-        let names: Vec<&str> = d.def.expectations.iter().map(|e| e.name.as_str()).collect();
-        problems.push(refusal(
-            subject.clone(),
-            origin.clone(),
-            format!(
-                "its expectations ({}) are not part of open-source Spark's pipelines; remove them for the remote run or run this pipeline on this engine",
-                names.join(", ")
-            ),
-        ));
+    if let Some(why) = expectations_refusal(&d.def.expectations) {
+        problems.push(refusal(subject.clone(), origin.clone(), why));
     }
     if let Some(q) = &d.def.quarantine {
         problems.push(refusal(
@@ -250,16 +254,8 @@ fn check_flow(f: &FlowNode, target: Option<&DatasetNode>, problems: &mut Diagnos
             format!("`{LATE_ROWS_TO}` is this engine's (Spark drops late rows); remove it for the remote run"),
         ));
     }
-    if !f.def.expectations.is_empty() {
-        let names: Vec<&str> = f.def.expectations.iter().map(|e| e.name.as_str()).collect();
-        problems.push(refusal(
-            subject.clone(),
-            origin.clone(),
-            format!(
-                "its expectations ({}) are not part of open-source Spark's pipelines; remove them for the remote run or run this pipeline on this engine",
-                names.join(", ")
-            ),
-        ));
+    if let Some(why) = expectations_refusal(&f.def.expectations) {
+        problems.push(refusal(subject.clone(), origin.clone(), why));
     }
     if let Some(q) = &f.def.quarantine {
         problems.push(refusal(
