@@ -4,12 +4,14 @@
 //! `pipelines.eventLog.path` says. One row per [`Event`], the columns of
 //! [`schema`].
 //!
-//! The copy runs on its own thread, every [`COPY_INTERVAL`] and once more
-//! when the run ends, so it never holds up a batch. It is a streaming query
-//! of its own: its checkpoint (`<storage>/system/event_log_checkpoint`)
-//! logs the range of the log each append covers (bytes of the file; with
-//! the storage in object storage, sequences of its event objects) before
-//! writing it and commits after, and the table's sink recognises a replayed append, so
+//! The copy runs on its own thread, which opens the table while the run
+//! starts and copies every [`COPY_INTERVAL`] and once more when the run
+//! ends, so it never holds up a batch (a run shorter than the interval
+//! commits to the table once). It is a streaming query of its own: its
+//! checkpoint (`<storage>/system/event_log_checkpoint`) logs the range of
+//! the log each append covers (bytes of the file; with the storage in
+//! object storage, sequences of its event objects) before writing it and
+//! commits after, and the table's sink recognises a replayed append, so
 //! after a crash the next run copies what the last one did not, once.
 //!
 //! [`Event`]: crate::engine::event_log::Event
@@ -392,9 +394,13 @@ pub struct EventTableCopy {
 }
 
 impl EventTableCopy {
-    /// Opens the table (finishing an append a crash interrupted, and copying
-    /// what an earlier run left) and starts the thread. Another run of the
-    /// same storage already copying is not an error: this one copies nothing.
+    /// Starts the copy: takes the table's lock here; the copy thread opens
+    /// the table (finishing an append a crash interrupted) while the run
+    /// starts, and copies every [`COPY_INTERVAL`] (first what an earlier run
+    /// left) and when the run ends, so no batch waits for the table.
+    /// Another run of the same storage already copying is not an error:
+    /// this one copies nothing. A table that cannot be opened is reported
+    /// by [`finish`](Self::finish); the events stay in the file.
     pub fn start(storage: &Location, table: &Location) -> Result<Option<Self>> {
         let lock_dir = storage.join("system").join("event_log_checkpoint");
         let lock = match lock_checkpoint(&lock_dir) {
@@ -402,8 +408,7 @@ impl EventTableCopy {
             Err(Error::Runtime { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut copier = Copier::open(storage, table)?;
-        copier.copy_new()?;
+        let (storage, table) = (storage.clone(), table.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let wake = Arc::new((Mutex::new(false), Condvar::new()));
         let (stop2, wake2) = (stop.clone(), wake.clone());
@@ -411,11 +416,12 @@ impl EventTableCopy {
             .name("event-log-copy".into())
             .spawn(move || {
                 let _lock = lock;
+                let mut copier = Copier::open(&storage, &table)?;
                 loop {
                     let (m, cv) = &*wake2;
                     let guard = m.lock().unwrap_or_else(|e| e.into_inner());
                     let (mut woken, _) = cv
-                        .wait_timeout(guard, COPY_INTERVAL)
+                        .wait_timeout_while(guard, COPY_INTERVAL, |woken| !*woken)
                         .unwrap_or_else(|e| e.into_inner());
                     *woken = false;
                     drop(woken);
