@@ -983,3 +983,103 @@ fn string_event_times_converted_by_the_query_give_exact_rows() {
         ]
     );
 }
+
+/// Strings read from Parquet, filtered and passed on to a Parquet table:
+/// the columns stay dictionary-encoded on the way where every batch has
+/// them so (batch 0) and are decoded where a file holds them plain (batch
+/// 1); either way the table holds the same strings, typed STRING.
+#[test]
+fn parquet_strings_filtered_into_a_parquet_table_stay_strings() {
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("user_id", DataType::Utf8, true),
+        Field::new("level", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]));
+    let file = |name: &str, users: &[Option<&str>], levels: &[&str], first: i64, props: WriterProperties| {
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(users.to_vec())),
+                Arc::new(StringArray::from(levels.to_vec())),
+                Arc::new(Int64Array::from_iter_values(
+                    first..first + users.len() as i64,
+                )),
+            ],
+        )
+        .unwrap();
+        let f = std::fs::File::create(dir.join("in").join(name)).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(f, schema.clone(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    };
+    // Dictionary-encoded column chunks (parquet's default).
+    file(
+        "0.parquet",
+        &[Some("u1"), Some("u2"), None, Some("u1"), Some("u3")],
+        &["INFO", "ERROR", "WARN", "WARN", "INFO"],
+        0,
+        WriterProperties::builder().build(),
+    );
+    // Plain strings: the reader gives them as `Utf8`.
+    file(
+        "1.parquet",
+        &[Some("u2"), Some("u4")],
+        &["ERROR", "INFO"],
+        5,
+        WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .build(),
+    );
+    let p = dp::Pipeline::new()
+        .append_flow("levels", "not_info", |s| {
+            s.read_stream()
+                .format("parquet")
+                .schema("user_id STRING, level STRING, n BIGINT")
+                .option("maxFilesPerTrigger", "1")
+                .load("in")?
+                .filter("level <> 'INFO'")?
+                .select(["user_id", "level", "n"])
+        })
+        .create_streaming_table(
+            "not_info",
+            dp::TableOptions {
+                format: Some("parquet".into()),
+                ..Default::default()
+            },
+        );
+    let summary = run_pipeline(&p, dir);
+    assert_eq!(summary.flows[0].input_rows, 7);
+    let mut per_file = Vec::new();
+    for f in dp::engine::sinks::committed_files(dir.join("storage/tables/not_info"))
+        .unwrap()
+        .unwrap()
+    {
+        let file = std::fs::File::open(f.path.as_local().unwrap()).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        assert_eq!(
+            reader.schema().as_ref(),
+            &Schema::new(vec![
+                Field::new("user_id", DataType::Utf8, true),
+                Field::new("level", DataType::Utf8, true),
+                Field::new("n", DataType::Int64, true),
+            ])
+        );
+        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+        per_file.push(display_rows(&batches));
+    }
+    assert_eq!(
+        per_file,
+        vec![
+            vec!["u2|ERROR|1", "null|WARN|2", "u1|WARN|3"],
+            vec!["u2|ERROR|5"],
+        ]
+    );
+}

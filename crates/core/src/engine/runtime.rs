@@ -819,12 +819,20 @@ fn check_shape(
 /// Tells each streaming source which columns the operators read (projection
 /// pushdown; not when late rows go to a sink, which keeps every column) and
 /// which string columns may stay dictionary-encoded.
-fn push_down(leaves: &mut [LeafInput], compiled: &mut CompiledPlan, late_sink: bool) {
+fn push_down(
+    leaves: &mut [LeafInput],
+    compiled: &mut CompiledPlan,
+    late_sink: bool,
+    dictionary_output: bool,
+) {
     // Projection pushdown: sources skip the columns no operator reads
     // (late rows sent to a sink keep every column); `to_timestamp` of a
     // string column moves into the leaf under the same condition.
     if !late_sink {
         compiled.push_timestamps_into_leaves();
+        if dictionary_output {
+            compiled.pass_dictionaries_to_output();
+        }
         for (leaf, columns) in leaves.iter_mut().zip(compiled.leaf_timestamp_columns()) {
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_timestamp_columns(&columns);
@@ -902,7 +910,19 @@ impl StreamingQuery {
         let quarantine_schema = quality.as_ref().and_then(|q| q.quarantine_schema());
         let quarantine_sink =
             open_quarantine_sink(graph, flow, quarantine_schema, opts, checkpoint.query_id())?;
-        push_down(&mut leaves, &mut compiled, late_sink.is_some());
+        // String columns may stay dictionaries up to the sink when only
+        // the sink sees the output rows (no expectations, no AUTO CDC
+        // changes) and it writes dictionaries as they are.
+        let dictionary_output = sink.takes_dictionary_strings()
+            && quality.is_none()
+            && flow.def.auto_cdc.is_none()
+            && !matches!(flow.trigger, Trigger::RealTime { .. });
+        push_down(
+            &mut leaves,
+            &mut compiled,
+            late_sink.is_some(),
+            dictionary_output,
+        );
         let slots = slot;
         let last_commit = checkpoint.latest_commit()?.map(|(n, _)| n);
         compiled.restore_state(&checkpoint.dir().join("state"), last_commit)?;

@@ -116,6 +116,16 @@ pub trait Sink: Send {
         None
     }
 
+    /// True when [`add_batch`](Self::add_batch) takes a `Utf8` column of
+    /// the schema as `Dictionary(Int32, Utf8)` of the same values (some
+    /// batches so, some not) and writes the same data: a Parquet file sink
+    /// encodes each distinct string once. The runtime then lets string
+    /// columns stay dictionary-encoded from the source (see
+    /// `CompiledPlan::pass_dictionaries_to_output`).
+    fn takes_dictionary_strings(&self) -> bool {
+        false
+    }
+
     /// Real-time mode: true when the sink takes rows as they are produced
     /// ([`add_rows`](Self::add_rows)) and makes them durable once per epoch
     /// ([`commit_epoch`](Self::commit_epoch)). The formats that do are

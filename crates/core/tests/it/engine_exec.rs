@@ -1366,6 +1366,198 @@ fn a_windowed_count_over_a_string_event_time_counts_dictionary_rows_alike() {
     assert_eq!(counts(true), plain);
 }
 
+/// `batch` with its `columns` given as `Dictionary(Int32, Utf8)`: the values
+/// in reverse order of first use after one no row uses, NULL as a NULL key.
+fn dictionary_encoded(batch: &RecordBatch, columns: &[&str]) -> RecordBatch {
+    use arrow::array::{AsArray, DictionaryArray};
+    let schema = batch.schema();
+    let mut fields: Vec<arrow::datatypes::Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut arrays = batch.columns().to_vec();
+    for name in columns {
+        let i = schema.index_of(name).unwrap();
+        let strings = arrays[i].as_string::<i32>().clone();
+        let mut values: Vec<&str> = Vec::new();
+        for s in strings.iter().flatten() {
+            if !values.contains(&s) {
+                values.push(s);
+            }
+        }
+        values.push("unused");
+        values.reverse();
+        let keys = Int32Array::from_iter(
+            strings
+                .iter()
+                .map(|s| s.map(|s| values.iter().position(|v| *v == s).unwrap() as i32)),
+        );
+        let dictionary = Arc::new(StringArray::from(values)) as ArrayRef;
+        arrays[i] = Arc::new(DictionaryArray::new(keys, dictionary));
+        fields[i] = fields[i]
+            .clone()
+            .with_data_type(arrays[i].data_type().clone());
+    }
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays).unwrap()
+}
+
+/// The output's types and rows, the plan's schema not checked (dictionaries
+/// may pass on where it says `Utf8`).
+fn types_and_rows(plan: &mut CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> (Vec<String>, Vec<String>) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let out = rt.block_on(plan.execute(inputs)).unwrap();
+    let types = out
+        .first()
+        .map(|b| {
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| f.data_type().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    for b in &out {
+        let names: Vec<&String> = b.schema_ref().fields().iter().map(|f| f.name()).collect();
+        let want: Vec<&String> = plan.schema().fields().iter().map(|f| f.name()).collect();
+        assert_eq!(names, want);
+    }
+    (types, rows(&out))
+}
+
+/// A plan that only compares string columns with literals or passes them
+/// on keeps them dictionary-encoded from its leaf to its output, where
+/// every input batch has them so; rows are those of plain strings.
+#[test]
+fn strings_a_stage_only_compares_with_literals_or_passes_on_stay_dictionaries() {
+    let df = stream("strts", STRING_TS)
+        .with_column("event_time", "to_timestamp(ts)")
+        .unwrap()
+        .filter("level <> 'INFO'")
+        .unwrap()
+        .select(["event_time", "user_id", "value"])
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    assert!(plan.pass_dictionaries_to_output());
+    assert_eq!(dictionary_columns(&plan), ["ts", "user_id", "level"]);
+    let want = [
+        "2024-01-01T00:00:07Z|u|1",
+        "2024-02-29T23:59:59.123456Z|u|2",
+        "null|u|3",
+        "null|u|4",
+        "2024-01-01T00:11:00Z|u|5",
+    ];
+    let plain = string_ts_batches(&plan, true);
+    let encoded: Vec<RecordBatch> = plain
+        .iter()
+        .map(|b| dictionary_encoded(b, &["user_id", "level"]))
+        .collect();
+    let dictionary = "Dictionary(Int32, Utf8)";
+    let timestamp = "Timestamp(µs, \"UTC\")";
+    assert_eq!(
+        types_and_rows(&mut plan, vec![encoded.clone()]),
+        (
+            vec![timestamp.to_string(), dictionary.to_string(), "Int64".to_string()],
+            want.iter().map(|s| s.to_string()).collect()
+        )
+    );
+    // One batch with a plain `level`: the plan decodes the others.
+    let mixed = vec![encoded[0].clone(), dictionary_encoded(&plain[1], &["user_id"])];
+    assert_eq!(
+        types_and_rows(&mut plan, vec![mixed]),
+        (
+            vec![timestamp.to_string(), "Utf8".to_string(), "Int64".to_string()],
+            want.iter().map(|s| s.to_string()).collect()
+        )
+    );
+    // And all plain.
+    assert_eq!(
+        types_and_rows(&mut plan, vec![plain]).1,
+        want.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    );
+
+    // A string read otherwise stays a string.
+    let none: [&str; 0] = [];
+    for (df, dictionaries) in [
+        (
+            stream("strts", STRING_TS)
+                .select_expr(["upper(user_id) AS u", "level"])
+                .unwrap(),
+            vec!["level"],
+        ),
+        (
+            stream("strts", STRING_TS)
+                .filter("user_id = level")
+                .unwrap()
+                .select(["value"])
+                .unwrap(),
+            vec![],
+        ),
+        (
+            stream("strts", STRING_TS)
+                .filter("user_id LIKE 'u%'")
+                .unwrap()
+                .select(["user_id", "level"])
+                .unwrap(),
+            vec!["level"],
+        ),
+        (
+            stream("strts", STRING_TS)
+                .group_by([col("level")])
+                .count()
+                .unwrap(),
+            vec![],
+        ),
+    ] {
+        let mut plan = compile(&df);
+        plan.push_timestamps_into_leaves();
+        assert_eq!(plan.pass_dictionaries_to_output(), !dictionaries.is_empty());
+        if dictionaries.is_empty() {
+            assert_eq!(dictionary_columns(&plan), none);
+        } else {
+            assert_eq!(dictionary_columns(&plan), dictionaries);
+        }
+    }
+}
+
+/// Comparisons with literals, NULL tests, AND, OR and NOT give the same
+/// rows over dictionary-encoded strings (NULL keys included) as over plain
+/// ones.
+#[test]
+fn dictionary_encoded_strings_filter_and_project_like_plain_strings() {
+    let df = stream("tags", "name STRING, tag STRING, n BIGINT")
+        .filter("(name >= 'b' OR name IS NULL) AND NOT (tag = 'z') AND tag IS NOT NULL")
+        .unwrap()
+        .select_expr(["name", "tag", "n", "name = 'a' OR name < 'c' AS early"])
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    assert!(plan.pass_dictionaries_to_output());
+    assert_eq!(dictionary_columns(&plan), ["name", "tag"]);
+    let names = [Some("b"), None, Some("a"), Some("c"), Some("b"), Some("a"), Some("d")];
+    let tags = [Some("x"), Some("y"), None, Some("x"), Some("z"), Some("y"), None];
+    let batch = RecordBatch::try_new(
+        plan.leaves()[0].schema.clone(),
+        vec![
+            Arc::new(StringArray::from(names.to_vec())) as ArrayRef,
+            Arc::new(StringArray::from(tags.to_vec())),
+            i64s(&[1, 2, 3, 4, 5, 6, 7]),
+        ],
+    )
+    .unwrap();
+    let want = ["b|x|1|true", "null|y|2|null", "c|x|4|false"];
+    let (types, got) = types_and_rows(&mut plan, vec![vec![dictionary_encoded(&batch, &["name", "tag"])]]);
+    assert_eq!(got, want);
+    assert_eq!(
+        types,
+        ["Dictionary(Int32, Utf8)", "Dictionary(Int32, Utf8)", "Int64", "Boolean"]
+    );
+    let (types, got) = types_and_rows(&mut plan, vec![vec![batch]]);
+    assert_eq!(got, want);
+    assert_eq!(types, ["Utf8", "Utf8", "Int64", "Boolean"]);
+}
+
 /// `current_timestamp()`, `now()` and `current_date()` give the batch's
 /// timestamp, as Spark's `batchTimestampMs`: a new value each batch, the
 /// same one again when a batch is replayed with its logged timestamp.

@@ -43,10 +43,26 @@ pub(crate) fn retyped(
     schema: &arrow::datatypes::Schema,
     changes: impl IntoIterator<Item = (usize, DataType)>,
 ) -> SchemaRef {
+    with_types(schema, changes, true)
+}
+
+/// `schema` with the fields at the given positions of other types (and
+/// nullable when `nullable`, else as they were); names and metadata kept.
+pub(crate) fn with_types(
+    schema: &arrow::datatypes::Schema,
+    changes: impl IntoIterator<Item = (usize, DataType)>,
+    nullable: bool,
+) -> SchemaRef {
     let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
     for (i, t) in changes {
         if let Some(f) = fields.get_mut(i) {
-            *f = Arc::new(f.as_ref().clone().with_data_type(t).with_nullable(true));
+            let keep = f.is_nullable();
+            *f = Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(t)
+                    .with_nullable(nullable || keep),
+            );
         }
     }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))

@@ -28,7 +28,8 @@ use datafusion::physical_plan::{
     ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 
-use super::batches::retyped;
+use super::batches::{retyped, with_types};
+use super::leaf_dictionaries::dictionary_type;
 use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
 use crate::plan::timestamp::SparkPattern;
 
@@ -164,6 +165,37 @@ impl SlotExec {
             properties: Arc::new(properties),
             timestamps,
             ..self.clone()
+        }
+    }
+
+    /// This slot giving its `Utf8` output `columns` as they arrive from a
+    /// source that keeps them dictionary-encoded: `Dictionary(Int32, Utf8)`
+    /// (see [`super::leaf_dictionaries`]). Nullability is kept.
+    pub(crate) fn with_dictionaries(&self, columns: &[usize]) -> SlotExec {
+        let schema = with_types(
+            &self.schema,
+            columns.iter().map(|&c| (c, dictionary_type())),
+            false,
+        );
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            self.properties.output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        SlotExec {
+            schema,
+            properties: Arc::new(properties),
+            ..self.clone()
+        }
+    }
+
+    /// The column of the slot's table behind output column `c`.
+    pub(crate) fn table_column(&self, c: usize) -> Option<usize> {
+        match &self.projection {
+            Some(p) => p.get(c).copied(),
+            None => Some(c),
         }
     }
 

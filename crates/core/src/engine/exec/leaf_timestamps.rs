@@ -138,7 +138,7 @@ fn rewrite(
 
 /// `plan` over its new `children`, with `to_timestamp` of a column that
 /// is now a timestamp replaced by the column.
-fn rebuild(
+pub(super) fn rebuild(
     plan: &Arc<dyn ExecutionPlan>,
     children: Vec<Arc<dyn ExecutionPlan>>,
 ) -> DFResult<Arc<dyn ExecutionPlan>> {

@@ -71,6 +71,7 @@ pub(crate) mod dictionary_ids;
 mod guards;
 mod join;
 mod leaf;
+mod leaf_dictionaries;
 mod leaf_timestamps;
 mod string_ids;
 mod time_keyed;
@@ -100,7 +101,7 @@ use serde::Serialize;
 use self::aggregate::{find_aggregate, AggregateOp};
 pub use self::batches::max_event_time_ms;
 use self::batches::*;
-pub(crate) use self::batches::{retyped, strip_metadata};
+pub(crate) use self::batches::{retyped, strip_metadata, with_types};
 use self::columns::*;
 use self::compile::*;
 use self::dedup::DedupOp;
@@ -195,7 +196,9 @@ impl StateOperatorProgress {
 /// The result of [`CompiledPlan::execute_batch`].
 #[derive(Clone, Debug, Default)]
 pub struct BatchOutput {
-    /// The rows for the sink, in [`CompiledPlan::schema`].
+    /// The rows for the sink, in [`CompiledPlan::schema`] (where
+    /// [`CompiledPlan::pass_dictionaries_to_output`] applies, some `Utf8`
+    /// columns as `Dictionary(Int32, Utf8)` of the same values).
     pub rows: Vec<RecordBatch>,
     /// For each `with_watermark` operator that saw rows: (operator id, max
     /// event time in ms, delay in ms).
@@ -278,6 +281,9 @@ pub struct CompiledPlan {
     /// Per leaf, the `Utf8` columns that may arrive already converted as by
     /// `CAST(column AS TIMESTAMP)` (see [`CompiledPlan::leaf_timestamp_columns`]).
     timestamp_columns: Vec<Vec<bool>>,
+    /// The root stage reading some string columns as dictionaries and
+    /// passing them on so (see [`CompiledPlan::pass_dictionaries_to_output`]).
+    dictionary_output: Option<leaf_dictionaries::DictionaryOutput>,
     /// What `current_timestamp()` reads: set before each batch.
     clock: clock::Clock,
 }
@@ -365,6 +371,7 @@ impl CompiledPlan {
             clock: clock.clone(),
             timestamp_columns,
             dictionary_columns,
+            dictionary_output: None,
         })
     }
 
@@ -557,6 +564,39 @@ impl CompiledPlan {
         self.dictionary_columns.clone()
     }
 
+    /// Lets string columns stay dictionary-encoded from the source to the
+    /// output where nothing needs their text (see `leaf_dictionaries`):
+    /// when the plan is one stage over one leaf that only compares `Utf8`
+    /// columns with string literals, tests them for NULL or passes them on,
+    /// those columns of the leaf may arrive as `Dictionary(Int32, Utf8)`
+    /// ([`leaf_dictionary_columns`](Self::leaf_dictionary_columns)) and a
+    /// batch whose rows all have them so gives them to the output so: the
+    /// rows of [`BatchOutput::rows`] may then carry `Dictionary(Int32, Utf8)`
+    /// where [`schema`](Self::schema) says `Utf8` (the same values). Call it
+    /// after [`push_timestamps_into_leaves`](Self::push_timestamps_into_leaves),
+    /// and only when whoever takes the output rows accepts dictionaries (a
+    /// Parquet file sink). Returns true when some column does.
+    pub fn pass_dictionaries_to_output(&mut self) -> bool {
+        let one_leaf = self.leaves.len() == 1
+            && matches!(self.root.inputs.as_slice(), [StageInput::Leaf(0)]);
+        if !one_leaf {
+            return false;
+        }
+        let Some(output) = leaf_dictionaries::dictionary_output(&self.root.physical, &self.schema)
+        else {
+            return false;
+        };
+        if let Some(flags) = self.dictionary_columns.get_mut(output.leaf) {
+            for &c in &output.leaf_columns {
+                if let Some(flag) = flags.get_mut(c) {
+                    *flag = true;
+                }
+            }
+        }
+        self.dictionary_output = Some(output);
+        true
+    }
+
     /// The optimized DataFusion logical plan and the physical plan of the
     /// final stage, as text (for debugging and `EXPLAIN`-like output).
     pub async fn explain(&self) -> Result<String> {
@@ -612,6 +652,32 @@ impl CompiledPlan {
             }
             checked.push(v);
         }
+        // Dictionary-encoded string columns pass through when every batch of
+        // the leaf has them so; otherwise they are decoded for the plan.
+        let mut output_schema = self.schema.clone();
+        let mut swapped = None;
+        if let Some(d) = &self.dictionary_output {
+            if let Some(batches) = checked.get_mut(d.leaf) {
+                let all_dictionaries = batches.iter().all(|b| {
+                    d.leaf_columns.iter().all(|&c| {
+                        b.columns()
+                            .get(c)
+                            .is_some_and(|a| dictionary_ids::is_string_dictionary(a.data_type()))
+                    })
+                });
+                if all_dictionaries && !batches.is_empty() {
+                    output_schema = d.schema.clone();
+                    swapped = Some(std::mem::replace(
+                        &mut self.root.physical,
+                        d.physical.clone(),
+                    ));
+                } else {
+                    for b in batches.iter_mut() {
+                        *b = decode_dictionaries(&self.flow, b, &d.leaf_columns)?;
+                    }
+                }
+            }
+        }
         self.clock.set(
             ctx.batch_timestamp_ms
                 .unwrap_or_else(|| chrono::Utc::now().timestamp_millis()),
@@ -624,7 +690,11 @@ impl CompiledPlan {
             partitions: self.partitions,
             task_ctx: &self.task_ctx,
         };
-        let rows = run_stage(&mut self.root, &env, &mut out).await?;
+        let rows = run_stage(&mut self.root, &env, &mut out).await;
+        if let Some(physical) = swapped {
+            self.root.physical = physical;
+        }
+        let rows = rows?;
         let mut result = Vec::with_capacity(rows.len());
         for batch in rows {
             if batch.num_rows() == 0 {
@@ -632,7 +702,7 @@ impl CompiledPlan {
             }
             let n = batch.num_rows();
             let b = RecordBatch::try_new_with_options(
-                self.schema.clone(),
+                output_schema.clone(),
                 batch.columns().to_vec(),
                 &RecordBatchOptions::new().with_row_count(Some(n)),
             )
@@ -865,6 +935,34 @@ fn conform_input(
         &RecordBatchOptions::new().with_row_count(Some(n)),
     )
     .map_err(|_| mismatch())
+}
+
+/// `b` with its `columns` that are `Dictionary(Int32, Utf8)` decoded to
+/// `Utf8` (the plan reads them as strings).
+fn decode_dictionaries(flow: &str, b: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
+    let mut arrays = b.columns().to_vec();
+    let mut changes = Vec::new();
+    for &c in columns {
+        if let Some(a) = arrays.get_mut(c) {
+            if dictionary_ids::is_string_dictionary(a.data_type()) {
+                *a = arrow::compute::cast(a, &DataType::Utf8).map_err(|e| {
+                    Error::runtime(format!(
+                        "flow `{flow}`: decoding dictionary-encoded column {c} failed: {e}"
+                    ))
+                })?;
+                changes.push((c, DataType::Utf8));
+            }
+        }
+    }
+    if changes.is_empty() {
+        return Ok(b.clone());
+    }
+    let schema = batches::with_types(b.schema_ref(), changes, false);
+    Ok(RecordBatch::try_new_with_options(
+        schema,
+        arrays,
+        &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+    )?)
 }
 
 fn run_failure(flow: &str, e: DataFusionError) -> Error {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, UInt32Array};
 use arrow::compute::take_record_batch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::basic::{Compression, ZstdLevel};
@@ -38,6 +38,8 @@ use parquet::file::properties::WriterProperties;
 
 use super::manifest::{self, PipelinesTag, SinkFileStatus, METADATA_DIR};
 use super::parquet_writer::{encode_threads, ParallelParquetWriter};
+use crate::engine::exec::dictionary_ids::is_string_dictionary;
+use crate::engine::exec::with_types;
 use crate::engine::sink::{Sink, SinkContext, SinkWrite};
 use crate::engine::storage::Location;
 use crate::error::{Error, Result};
@@ -315,7 +317,8 @@ impl FileSink {
                 let room = (limit - in_file).min((batch.num_rows() - offset) as u64) as usize;
                 let slice = batch.slice(offset, room);
                 if let Some((file, w)) = current.as_mut() {
-                    let slice = conform(&slice, w.schema())
+                    let keep_dictionaries = matches!(self.format, FileFormat::Parquet(_));
+                    let slice = conform(&slice, w.schema(), keep_dictionaries)
                         .map_err(|e| self.write_error(&file.target, e))?;
                     w.write(&slice)
                         .map_err(|e| self.write_error(&file.target, e))?;
@@ -367,6 +370,10 @@ impl Sink for FileSink {
 
     fn has_batch(&self, batch_id: u64) -> Option<bool> {
         Some(self.committed.contains(&batch_id))
+    }
+
+    fn takes_dictionary_strings(&self) -> bool {
+        matches!(self.format, FileFormat::Parquet(_))
     }
 
     fn add_batch(
@@ -598,18 +605,35 @@ pub fn escape_path_name(s: &str) -> String {
 
 /// `batch` with the file's schema when they differ only in field metadata or
 /// nullability (batches of one write may come from different plan parts).
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+/// A `Utf8` column of the file given as `Dictionary(Int32, Utf8)` stays so
+/// when `keep_dictionaries` (the Parquet writer encodes the dictionary) and
+/// is decoded otherwise.
+fn conform(batch: &RecordBatch, schema: &SchemaRef, keep_dictionaries: bool) -> Result<RecordBatch> {
     if batch.schema_ref() == schema {
         return Ok(batch.clone());
     }
-    Ok(RecordBatch::try_new(
-        schema.clone(),
-        batch.columns().to_vec(),
-    )?)
+    let mut columns = batch.columns().to_vec();
+    let mut kept = Vec::new();
+    for (i, (column, field)) in columns.iter_mut().zip(schema.fields()).enumerate() {
+        if field.data_type() == &DataType::Utf8 && is_string_dictionary(column.data_type()) {
+            if keep_dictionaries {
+                kept.push((i, column.data_type().clone()));
+            } else {
+                *column = arrow::compute::cast(column, &DataType::Utf8)?;
+            }
+        }
+    }
+    let schema = if kept.is_empty() {
+        schema.clone()
+    } else {
+        with_types(schema, kept, false)
+    };
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 /// The schema of one partition's files: the first batch's, with a column
-/// nullable when it is nullable in any batch.
+/// nullable when it is nullable in any batch, and a string column given as
+/// `Dictionary(Int32, Utf8)` a string.
 fn file_schema(batches: &[RecordBatch]) -> SchemaRef {
     let Some(first) = batches.first() else {
         return Arc::new(arrow::datatypes::Schema::empty());
@@ -623,7 +647,12 @@ fn file_schema(batches: &[RecordBatch]) -> SchemaRef {
             let nullable = batches
                 .iter()
                 .any(|b| b.schema().fields().get(i).is_some_and(|g| g.is_nullable()));
-            f.as_ref().clone().with_nullable(nullable)
+            let f = f.as_ref().clone().with_nullable(nullable);
+            if is_string_dictionary(f.data_type()) {
+                f.with_data_type(DataType::Utf8)
+            } else {
+                f
+            }
         })
         .collect();
     Arc::new(arrow::datatypes::Schema::new_with_metadata(

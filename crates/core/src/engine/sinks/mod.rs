@@ -15,6 +15,7 @@ pub mod file;
 pub mod foreach_batch;
 pub mod manifest;
 pub mod memory;
+mod parquet_dictionary;
 mod parquet_writer;
 
 pub use console::ConsoleSink;

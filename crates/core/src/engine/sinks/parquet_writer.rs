@@ -3,21 +3,31 @@
 //! uses every core. The file is the same as `ArrowWriter` writes (arrow
 //! schema in the metadata, same properties and row-group limits), only the
 //! column chunks of a row group are encoded concurrently.
+//!
+//! A `Utf8` column may arrive as `Dictionary(Int32, Utf8)` (string columns
+//! that stayed dictionary-encoded from a Parquet source): its chunks are
+//! encoded from the dictionaries, each distinct string once (see
+//! [`super::parquet_dictionary`]), or decoded and written as strings where
+//! that path does not apply.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use arrow::array::Array;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
     ArrowRowGroupWriterFactory,
 };
 use parquet::arrow::ArrowWriter;
+use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesPtr};
+use parquet::schema::types::ColumnDescPtr;
+
+use super::parquet_dictionary;
 use parquet::file::writer::SerializedFileWriter;
 
 /// Row groups are collected up to this many bytes (in memory) and then
@@ -50,8 +60,30 @@ pub(crate) struct ParallelParquetWriter {
 /// One column chunk to encode.
 struct Job {
     writer: Option<ArrowColumnWriter>,
-    leaves: Vec<ArrowLeafColumn>,
+    input: JobInput,
     cost: usize,
+}
+
+/// The rows of one column chunk.
+enum JobInput {
+    /// Parquet's leaf columns, for its column writer.
+    Leaves(Vec<ArrowLeafColumn>),
+    /// A `Utf8` column given as `Dictionary(Int32, Utf8)` arrays, for
+    /// [`parquet_dictionary::encode`] (leaf column `descr`).
+    Dictionaries {
+        arrays: Vec<ArrayRef>,
+        field: arrow::datatypes::FieldRef,
+        descr: ColumnDescPtr,
+    },
+}
+
+/// An encoded column chunk.
+enum Chunk {
+    /// By parquet's column writer.
+    Arrow(ArrowColumnChunk),
+    /// By [`parquet_dictionary::encode`]: the chunk's bytes (offsets from 0)
+    /// and its metadata.
+    Spliced(bytes::Bytes, ColumnCloseResult),
 }
 
 impl ParallelParquetWriter {
@@ -91,11 +123,7 @@ impl ParallelParquetWriter {
             let head = batch.slice(0, take);
             batch = batch.slice(take, batch.num_rows() - take);
             // Arrow's in-memory size is an upper bound of the encoded size.
-            self.pending_bytes += head
-                .columns()
-                .iter()
-                .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
-                .sum::<usize>();
+            self.pending_bytes += head.columns().iter().map(memory_size).sum::<usize>();
             self.pending_rows += head.num_rows();
             self.pending.push(head);
             if self.pending_rows >= self.max_rows || self.pending_bytes >= self.max_bytes {
@@ -125,18 +153,35 @@ impl ParallelParquetWriter {
         let groups = std::mem::take(&mut self.ready);
         self.ready_bytes = 0;
         let mut jobs: Vec<Vec<Mutex<Job>>> = Vec::with_capacity(groups.len());
+        let props: WriterPropertiesPtr = self.writer.properties().clone();
         for batches in &groups {
             let writers = self.factory.create_column_writers(self.row_groups)?;
             self.row_groups += 1;
-            // The leaves of every column, in the writers' order.
-            let mut leaves: Vec<(Vec<ArrowLeafColumn>, usize)> = Vec::new();
+            // The inputs of every leaf column, in the writers' order.
+            let mut leaves: Vec<(JobInput, usize)> = Vec::new();
             for (i, field) in self.schema.fields().iter().enumerate() {
+                let columns: Vec<&ArrayRef> = batches.iter().map(|b| b.column(i)).collect();
+                let bytes: usize = columns.iter().map(|c| memory_size(c)).sum();
+                let dictionaries = field.data_type() == &DataType::Utf8
+                    && columns
+                        .iter()
+                        .all(|c| parquet_dictionary::is_dictionary_strings(std::slice::from_ref(c)));
+                if dictionaries {
+                    let descr = self.writer.schema_descr().column(leaves.len());
+                    leaves.push((
+                        JobInput::Dictionaries {
+                            arrays: columns.into_iter().cloned().collect(),
+                            field: field.clone(),
+                            descr,
+                        },
+                        bytes,
+                    ));
+                    continue;
+                }
                 let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::new();
-                let mut bytes = 0usize;
-                for b in batches {
-                    let col = b.column(i);
-                    bytes += col.to_data().get_slice_memory_size().unwrap_or(0);
-                    for (k, leaf) in compute_leaves(field, col)?.into_iter().enumerate() {
+                for col in columns {
+                    let col = as_field_type(col, field.data_type())?;
+                    for (k, leaf) in compute_leaves(field, &col)?.into_iter().enumerate() {
                         if per_leaf.len() <= k {
                             per_leaf.push(Vec::new());
                         }
@@ -144,7 +189,11 @@ impl ParallelParquetWriter {
                     }
                 }
                 let n = per_leaf.len().max(1);
-                leaves.extend(per_leaf.into_iter().map(|l| (l, bytes / n)));
+                leaves.extend(
+                    per_leaf
+                        .into_iter()
+                        .map(|l| (JobInput::Leaves(l), bytes / n)),
+                );
             }
             if leaves.len() != writers.len() {
                 return Err(ParquetError::General(format!(
@@ -157,10 +206,10 @@ impl ParallelParquetWriter {
                 writers
                     .into_iter()
                     .zip(leaves)
-                    .map(|(w, (leaves, cost))| {
+                    .map(|(w, (input, cost))| {
                         Mutex::new(Job {
                             writer: Some(w),
-                            leaves,
+                            input,
                             cost,
                         })
                     })
@@ -177,7 +226,7 @@ impl ParallelParquetWriter {
             }
         }
         order.sort_by_key(|&(cost, g, c)| (std::cmp::Reverse(cost), g, c));
-        let results: Vec<Vec<Mutex<Option<Result<ArrowColumnChunk>>>>> = jobs
+        let results: Vec<Vec<Mutex<Option<Result<Chunk>>>>> = jobs
             .iter()
             .map(|cols| cols.iter().map(|_| Mutex::new(None)).collect())
             .collect();
@@ -187,17 +236,15 @@ impl ParallelParquetWriter {
             let Some(&(_, g, c)) = order.get(k) else {
                 break;
             };
-            let (writer, leaves) = {
+            let (writer, input) = {
                 let mut job = jobs[g][c].lock().unwrap_or_else(|e| e.into_inner());
-                (job.writer.take(), std::mem::take(&mut job.leaves))
+                (
+                    job.writer.take(),
+                    std::mem::replace(&mut job.input, JobInput::Leaves(Vec::new())),
+                )
             };
             let r = match writer {
-                Some(mut w) => (|| {
-                    for leaf in &leaves {
-                        w.write(leaf)?;
-                    }
-                    w.close()
-                })(),
+                Some(w) => encode_chunk(w, input, &props),
                 None => Err(ParquetError::General(
                     "internal error: column written twice".into(),
                 )),
@@ -225,7 +272,10 @@ impl ParallelParquetWriter {
             let mut rg = self.writer.next_row_group()?;
             for r in group {
                 match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                    Some(chunk) => chunk?.append_to_row_group(&mut rg)?,
+                    Some(chunk) => match chunk? {
+                        Chunk::Arrow(chunk) => chunk.append_to_row_group(&mut rg)?,
+                        Chunk::Spliced(bytes, close) => rg.append_column(&bytes, close)?,
+                    },
                     None => {
                         return Err(ParquetError::General(
                             "internal error: a column was not encoded".into(),
@@ -244,6 +294,65 @@ impl ParallelParquetWriter {
         self.encode_ready()?;
         self.writer.into_inner()
     }
+}
+
+/// Encodes one column chunk with parquet's column writer `w`, or from its
+/// dictionaries where [`parquet_dictionary::encode`] applies.
+fn encode_chunk(
+    mut w: ArrowColumnWriter,
+    input: JobInput,
+    props: &WriterProperties,
+) -> Result<Chunk> {
+    let leaves = match input {
+        JobInput::Leaves(leaves) => leaves,
+        JobInput::Dictionaries {
+            arrays,
+            field,
+            descr,
+        } => {
+            if let Some((bytes, close)) = parquet_dictionary::encode(&descr, props, &arrays)? {
+                return Ok(Chunk::Spliced(bytes, close));
+            }
+            let mut leaves = Vec::new();
+            for a in &arrays {
+                let a = as_field_type(a, field.data_type())?;
+                leaves.extend(compute_leaves(&field, &a)?);
+            }
+            leaves
+        }
+    };
+    for leaf in &leaves {
+        w.write(leaf)?;
+    }
+    Ok(Chunk::Arrow(w.close()?))
+}
+
+/// `column` cast to the file's type `to` when it is a
+/// `Dictionary(Int32, Utf8)` of a `Utf8` column; `column` itself otherwise.
+fn as_field_type(column: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if column.data_type() == to || !parquet_dictionary::is_dictionary_strings(std::slice::from_ref(column)) {
+        return Ok(column.clone());
+    }
+    arrow::compute::cast(column, to).map_err(|e| ParquetError::General(e.to_string()))
+}
+
+/// The bytes `column` takes in memory, a dictionary's counted as the
+/// strings its keys stand for (a slice of a dictionary array shares all of
+/// its values; counting them for each slice would cut row groups early).
+fn memory_size(column: &ArrayRef) -> usize {
+    if let Some(d) = column
+        .as_any()
+        .downcast_ref::<arrow::array::DictionaryArray<arrow::datatypes::Int32Type>>()
+    {
+        let values = d.values();
+        let per_value = if values.is_empty() {
+            0
+        } else {
+            values.to_data().get_slice_memory_size().unwrap_or(0) / values.len()
+        };
+        return d.len() * (per_value + std::mem::size_of::<i32>());
+    }
+    column.to_data().get_slice_memory_size().unwrap_or(0)
 }
 
 /// How many threads encode one file's columns.
