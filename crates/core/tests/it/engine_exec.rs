@@ -1417,9 +1417,10 @@ fn types_and_rows(plan: &mut CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> (Ve
                 .collect()
         })
         .unwrap_or_default();
+    let schema = plan.schema();
+    let want: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
     for b in &out {
         let names: Vec<&String> = b.schema_ref().fields().iter().map(|f| f.name()).collect();
-        let want: Vec<&String> = plan.schema().fields().iter().map(|f| f.name()).collect();
         assert_eq!(names, want);
     }
     (types, rows(&out))

@@ -1,0 +1,1344 @@
+//! Direct dictionary encoding of string column chunks for the parquet sink.
+//!
+//! String columns reach the parquet sink as `Dictionary(Int32, Utf8)` arrays,
+//! each input batch with its own dictionary. parquet's `ArrowColumnWriter`
+//! re-interns every row's string into its page dictionary (one hash per row),
+//! which dominates the cost of writing such columns. This module encodes one
+//! column chunk directly instead: it merges the distinct values of the input
+//! dictionaries once (one hash per used dictionary entry per batch), remaps
+//! the keys with integer work only, and writes a PLAIN dictionary page
+//! followed by v1 `RLE_DICTIONARY` data pages. Statistics, the page index
+//! (column index and offset index), level histograms, encodings and encoding
+//! stats are built exactly as `ArrowWriter` builds them, so the resulting
+//! file is indistinguishable from one written by parquet except for page
+//! boundaries and dictionary order.
+//!
+//! Anything outside the supported envelope (see [`encode`]) is declined with
+//! `Ok(None)` and must be written with parquet's own column writer.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, ArrayRef, DictionaryArray, StringArray};
+use arrow::datatypes::{DataType, Int32Type};
+use bytes::Bytes;
+use parquet::basic::{
+    BoundaryOrder, Compression, Encoding, EncodingMask, PageType, SortOrder, Type as PhysicalType,
+};
+use parquet::column::page::{CompressedPage, Page, PageWriter};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::data_type::ByteArray;
+use parquet::errors::{ParquetError, Result};
+use parquet::file::metadata::{
+    ColumnChunkMetaData, ColumnIndexBuilder, LevelHistogram, OffsetIndexBuilder, PageEncodingStats,
+};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::file::statistics::{Statistics, ValueStatistics};
+use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::ColumnDescPtr;
+
+/// Row marker for a null (no dictionary index).
+const NULL_ID: u32 = u32::MAX;
+
+/// Marker for an input dictionary entry not mapped to the chunk dictionary yet.
+const UNMAPPED: u32 = u32::MAX;
+
+/// Values per bit-packed group of the RLE / bit-packing hybrid encoding.
+const GROUP: usize = 8;
+
+/// Most groups in one bit-packed run (keeps the run header to one byte, as
+/// parquet's own encoder does).
+const MAX_GROUPS_PER_RUN: usize = 63;
+
+/// Shortest repetition written as an RLE run rather than bit-packed.
+const MIN_RLE_RUN: usize = 8;
+
+/// True when every array is `Dictionary(Int32, Utf8)`.
+pub(crate) fn is_dictionary_strings(columns: &[ArrayRef]) -> bool {
+    columns.iter().all(|c| {
+        matches!(
+            c.data_type(),
+            DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8
+        )
+    })
+}
+
+/// Encodes one column chunk of a row group from `columns` (the chunk's rows, in order,
+/// each `Dictionary(Int32, Utf8)`), for leaf column `descr` of a file written with `props`.
+/// Returns the chunk's bytes (offsets in the returned metadata relative to 0, i.e. the bytes
+/// start at the chunk's first page) and the `ColumnCloseResult` to hand to
+/// `SerializedRowGroupWriter::append_column(&bytes, close)`;
+/// `Ok(None)` when this path does not apply and the caller must use parquet's own writer.
+pub(crate) fn encode(
+    descr: &ColumnDescPtr,
+    props: &WriterProperties,
+    columns: &[ArrayRef],
+) -> Result<Option<(Bytes, ColumnCloseResult)>> {
+    let Some(config) = Config::new(descr, props, columns) else {
+        return Ok(None);
+    };
+    let Some(merged) = merge(descr, &config, columns)? else {
+        return Ok(None);
+    };
+    write_chunk(descr, props, &config, &merged).map(Some)
+}
+
+/// What the properties ask of this column, once the path is known to apply.
+struct Config {
+    /// Whether the column is optional (has definition levels).
+    nullable: bool,
+    /// Compression of every page (UNCOMPRESSED or SNAPPY).
+    codec: Compression,
+    /// Which statistics are collected.
+    statistics: EnabledStatistics,
+    /// Whether data page headers carry statistics.
+    page_header_statistics: bool,
+    /// Whether the offset index is written.
+    offset_index: bool,
+    /// The dictionary page must stay below this many (PLAIN) bytes.
+    dictionary_limit: usize,
+    /// Longest value accepted (longer ones would need truncated statistics).
+    max_value_len: usize,
+    /// Most rows per data page.
+    page_rows: usize,
+    /// A data page is closed once its estimated size reaches this.
+    page_bytes: usize,
+}
+
+impl Config {
+    /// The configuration for `descr`, or `None` when this path does not apply.
+    fn new(descr: &ColumnDescPtr, props: &WriterProperties, columns: &[ArrayRef]) -> Option<Self> {
+        if columns.is_empty() || !is_dictionary_strings(columns) {
+            return None;
+        }
+        let path = descr.path();
+        let flat = path.parts().len() == 1
+            && descr.physical_type() == PhysicalType::BYTE_ARRAY
+            && descr.max_rep_level() == 0
+            && (0..=1).contains(&descr.max_def_level())
+            && descr.sort_order() == SortOrder::UNSIGNED;
+        if !flat
+            || !props.dictionary_enabled(path)
+            || props.bloom_filter_properties(path).is_some()
+            || props.writer_version() != WriterVersion::PARQUET_1_0
+            || props.content_defined_chunking().is_some()
+        {
+            return None;
+        }
+        let codec = props.compression(path);
+        if !matches!(codec, Compression::UNCOMPRESSED | Compression::SNAPPY) {
+            return None;
+        }
+        let statistics = props.statistics_enabled(path);
+        let mut max_value_len = usize::MAX;
+        if statistics != EnabledStatistics::None {
+            if let Some(l) = props.statistics_truncate_length() {
+                max_value_len = max_value_len.min(l);
+            }
+        }
+        if statistics == EnabledStatistics::Page {
+            if let Some(l) = props.column_index_truncate_length() {
+                max_value_len = max_value_len.min(l);
+            }
+        }
+        Some(Config {
+            nullable: descr.max_def_level() == 1,
+            codec,
+            statistics,
+            page_header_statistics: statistics == EnabledStatistics::Page
+                && props.write_page_header_statistics(path),
+            offset_index: !props.offset_index_disabled(),
+            dictionary_limit: props.column_dictionary_page_size_limit(path),
+            max_value_len,
+            page_rows: props
+                .data_page_row_count_limit()
+                .clamp(1, i32::MAX as usize),
+            page_bytes: props.column_data_page_size_limit(path),
+        })
+    }
+}
+
+/// The chunk's dictionary and its rows as indices into it.
+struct Merged<'a> {
+    /// Distinct values in first-appearance order; the index is the dictionary id.
+    values: Vec<&'a [u8]>,
+    /// Dictionary id of every row, `NULL_ID` for nulls.
+    rows: Vec<u32>,
+    /// Number of null rows.
+    nulls: usize,
+}
+
+/// Builds the chunk dictionary from the input dictionaries (hashing each
+/// used entry once per batch) and remaps every row's key; `None` when the
+/// dictionary would be too large, holds too long a value, or is empty.
+fn merge<'a>(
+    descr: &ColumnDescPtr,
+    config: &Config,
+    columns: &'a [ArrayRef],
+) -> Result<Option<Merged<'a>>> {
+    let mut values: Vec<&'a [u8]> = Vec::new();
+    let mut lookup: HashMap<&'a [u8], u32> = HashMap::new();
+    let mut plain_size = 0usize;
+    let rows_len: usize = columns.iter().map(|c| c.len()).sum();
+    if rows_len == 0 {
+        return Ok(None);
+    }
+    let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
+    let mut nulls = 0usize;
+    for column in columns {
+        let Some(dict) = column.as_any().downcast_ref::<DictionaryArray<Int32Type>>() else {
+            return Ok(None);
+        };
+        let Some(dict_values) = dict.values().as_any().downcast_ref::<StringArray>() else {
+            return Ok(None);
+        };
+        if dict_values.null_count() > 0 {
+            return Ok(None);
+        }
+        let keys = dict.keys();
+        let batch_nulls = keys.null_count();
+        if batch_nulls > 0 && !config.nullable {
+            return Err(ParquetError::General(format!(
+                "column {} is required but holds {} null value(s)",
+                descr.path().string(),
+                batch_nulls
+            )));
+        }
+        nulls += batch_nulls;
+        // Chunk dictionary id of each entry of this batch's dictionary.
+        let mut remap = vec![UNMAPPED; dict_values.len()];
+        for key in keys.iter() {
+            let Some(key) = key else {
+                rows.push(NULL_ID);
+                continue;
+            };
+            let slot = usize::try_from(key)
+                .ok()
+                .and_then(|k| remap.get_mut(k).map(|s| (k, s)));
+            let Some((k, slot)) = slot else {
+                return Err(ParquetError::General(format!(
+                    "column {}: dictionary key {} out of range for {} values",
+                    descr.path().string(),
+                    key,
+                    dict_values.len()
+                )));
+            };
+            if *slot == UNMAPPED {
+                let value = dict_values.value(k).as_bytes();
+                *slot = match lookup.get(value) {
+                    Some(&id) => id,
+                    None => {
+                        plain_size += 4 + value.len();
+                        if value.len() > config.max_value_len
+                            || plain_size >= config.dictionary_limit
+                            || values.len() >= i32::MAX as usize
+                        {
+                            return Ok(None);
+                        }
+                        let id = values.len() as u32;
+                        values.push(value);
+                        lookup.insert(value, id);
+                        id
+                    }
+                };
+            }
+            rows.push(*slot);
+        }
+    }
+    if values.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Merged {
+        values,
+        rows,
+        nulls,
+    }))
+}
+
+/// Number of bits needed to store `max`.
+fn bit_width(max: u64) -> u8 {
+    (64 - max.leading_zeros()) as u8
+}
+
+/// parquet's upper bound of the RLE-encoded size of `n` values of `width` bits
+/// (`RleEncoder::max_buffer_size`), which its writer compares with the data
+/// page size limit.
+fn max_rle_size(width: u8, n: usize) -> usize {
+    let runs = n.div_ceil(GROUP);
+    let width = width as usize;
+    (runs + runs * width).max(runs * (1 + width.div_ceil(8)))
+}
+
+/// Per-page statistics of the rows being collected.
+struct PageStats {
+    /// Smallest sort rank of a non-null value.
+    min_rank: u32,
+    /// Largest sort rank of a non-null value.
+    max_rank: u32,
+    /// Null rows.
+    nulls: u64,
+    /// Bytes of the non-null values (unencoded).
+    value_bytes: i64,
+}
+
+/// Writes the dictionary page and the data pages of `merged`; returns the
+/// chunk and its metadata.
+fn write_chunk(
+    descr: &ColumnDescPtr,
+    props: &WriterProperties,
+    config: &Config,
+    merged: &Merged<'_>,
+) -> Result<(Bytes, ColumnCloseResult)> {
+    let dict_len = merged.values.len();
+    // Sort rank of every dictionary entry (unsigned byte-wise order).
+    let mut order: Vec<u32> = (0..dict_len as u32).collect();
+    order.sort_unstable_by(|&a, &b| merged.values[a as usize].cmp(merged.values[b as usize]));
+    let mut rank = vec![0u32; dict_len];
+    for (r, &id) in order.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    let value_len: Vec<i64> = merged.values.iter().map(|v| v.len() as i64).collect();
+    let by_rank = |r: u32| -> Result<ByteArray> {
+        order
+            .get(r as usize)
+            .and_then(|&id| merged.values.get(id as usize))
+            .map(|v| ByteArray::from(v.to_vec()))
+            .ok_or_else(|| ParquetError::General("internal error: rank out of range".into()))
+    };
+    let width = bit_width(dict_len as u64 - 1);
+
+    let mut sink = TrackedWrite::new(Vec::new());
+    let mut writer = SerializedPageWriter::new(&mut sink);
+    let mut total_compressed = 0u64;
+    let mut total_uncompressed = 0u64;
+    let mut bytes_written = 0u64;
+
+    // Dictionary page: PLAIN, each value as a 4-byte length and its bytes.
+    let plain_len: usize = merged.values.iter().map(|v| 4 + v.len()).sum();
+    let mut plain = Vec::with_capacity(plain_len);
+    for v in &merged.values {
+        plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        plain.extend_from_slice(v);
+    }
+    let uncompressed = plain.len();
+    let dict_page = Page::DictionaryPage {
+        buf: compress(config.codec, plain)?,
+        num_values: dict_len as u32,
+        encoding: props.dictionary_page_encoding(),
+        is_sorted: false,
+    };
+    let spec = writer.write_page(CompressedPage::new(dict_page, uncompressed))?;
+    let dictionary_offset = spec.offset as i64;
+    total_compressed += spec.compressed_size as u64;
+    total_uncompressed += spec.uncompressed_size as u64;
+    bytes_written += spec.bytes_written;
+
+    let collect_stats = config.statistics != EnabledStatistics::None;
+    let max_def = descr.max_def_level();
+    let mut chunk_def_hist = if collect_stats {
+        LevelHistogram::try_new(max_def)
+    } else {
+        None
+    };
+    let mut column_index = ColumnIndexBuilder::new(PhysicalType::BYTE_ARRAY);
+    if config.statistics != EnabledStatistics::Page {
+        column_index.to_invalid();
+    }
+    let mut offset_index = config.offset_index.then(OffsetIndexBuilder::new);
+    let (mut ascending, mut descending) = (true, true);
+    let mut last_min_max: Option<(u32, u32)> = None;
+    let mut data_page_offset: Option<i64> = None;
+    let mut pages = 0i32;
+    let mut total_value_bytes = 0i64;
+
+    let mut indices: Vec<u32> = Vec::new();
+    let mut levels: Vec<u32> = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut start = 0usize;
+    let rows = &merged.rows;
+    while start < rows.len() {
+        // Collect one page.
+        indices.clear();
+        levels.clear();
+        let mut stats = PageStats {
+            min_rank: u32::MAX,
+            max_rank: 0,
+            nulls: 0,
+            value_bytes: 0,
+        };
+        let mut end = start;
+        while end < rows.len() && end - start < config.page_rows {
+            let id = rows[end];
+            end += 1;
+            if id == NULL_ID {
+                stats.nulls += 1;
+                levels.push(0);
+                continue;
+            }
+            let r = *rank
+                .get(id as usize)
+                .ok_or_else(|| ParquetError::General("internal error: id out of range".into()))?;
+            stats.min_rank = stats.min_rank.min(r);
+            stats.max_rank = stats.max_rank.max(r);
+            stats.value_bytes += value_len[id as usize];
+            levels.push(1);
+            indices.push(id);
+            if 1 + max_rle_size(width, indices.len()) >= config.page_bytes {
+                break;
+            }
+        }
+        let page_rows = end - start;
+        start = end;
+
+        // Encode it: definition levels (length-prefixed), bit width, indices.
+        buf.clear();
+        if config.nullable {
+            buf.extend_from_slice(&[0; 4]);
+            encode_hybrid(&levels, 1, &mut buf);
+            let len = (buf.len() - 4) as u32;
+            buf[..4].copy_from_slice(&len.to_le_bytes());
+        }
+        buf.push(width);
+        encode_hybrid(&indices, width, &mut buf);
+        let uncompressed = buf.len();
+
+        let null_page = indices.is_empty();
+        let min_max = if null_page {
+            None
+        } else {
+            Some((by_rank(stats.min_rank)?, by_rank(stats.max_rank)?))
+        };
+        let header_statistics = match &min_max {
+            Some((min, max)) if config.page_header_statistics => Some(Statistics::ByteArray(
+                ValueStatistics::new(
+                    Some(min.clone()),
+                    Some(max.clone()),
+                    None,
+                    Some(stats.nulls),
+                    false,
+                )
+                .with_min_is_exact(true)
+                .with_max_is_exact(true),
+            )),
+            _ => None,
+        };
+        let page = Page::DataPage {
+            buf: compress(config.codec, std::mem::take(&mut buf))?,
+            num_values: page_rows as u32,
+            encoding: props.dictionary_data_page_encoding(),
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: header_statistics,
+        };
+        let spec = writer.write_page(CompressedPage::new(page, uncompressed))?;
+        data_page_offset.get_or_insert(spec.offset as i64);
+        total_compressed += spec.compressed_size as u64;
+        total_uncompressed += spec.uncompressed_size as u64;
+        bytes_written += spec.bytes_written;
+        pages += 1;
+        total_value_bytes += stats.value_bytes;
+
+        let page_def_hist = if collect_stats && config.nullable {
+            Some(LevelHistogram::from(vec![
+                stats.nulls as i64,
+                (page_rows as u64 - stats.nulls) as i64,
+            ]))
+        } else {
+            None
+        };
+        if let (Some(chunk), Some(page)) = (chunk_def_hist.as_mut(), page_def_hist.as_ref()) {
+            chunk.add(page);
+        }
+        if column_index.valid() {
+            match &min_max {
+                None => column_index.append(true, vec![], vec![], stats.nulls as i64),
+                Some((min, max)) => {
+                    if let Some((last_min, last_max)) = last_min_max {
+                        if last_min > stats.min_rank || last_max > stats.max_rank {
+                            ascending = false;
+                        }
+                        if stats.min_rank > last_min || stats.max_rank > last_max {
+                            descending = false;
+                        }
+                    }
+                    last_min_max = Some((stats.min_rank, stats.max_rank));
+                    column_index.append(
+                        false,
+                        min.data().to_vec(),
+                        max.data().to_vec(),
+                        stats.nulls as i64,
+                    );
+                }
+            }
+            column_index.append_histograms(&None, &page_def_hist);
+        }
+        if let Some(builder) = offset_index.as_mut() {
+            builder.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+            builder.append_row_count(page_rows as i64);
+            builder.append_unencoded_byte_array_data_bytes(Some(stats.value_bytes));
+        }
+    }
+    writer.close()?;
+    let bytes = Bytes::from(sink.into_inner()?);
+
+    let encodings = [
+        Encoding::RLE,
+        props.dictionary_data_page_encoding(),
+        props.dictionary_page_encoding(),
+    ];
+    let mut builder = ColumnChunkMetaData::builder(descr.clone())
+        .set_compression(config.codec)
+        .set_encodings_mask(EncodingMask::new_from_encodings(encodings.iter()))
+        .set_page_encoding_stats(vec![
+            PageEncodingStats {
+                page_type: PageType::DICTIONARY_PAGE,
+                encoding: props.dictionary_page_encoding(),
+                count: 1,
+            },
+            PageEncodingStats {
+                page_type: PageType::DATA_PAGE,
+                encoding: props.dictionary_data_page_encoding(),
+                count: pages,
+            },
+        ])
+        .set_total_compressed_size(total_compressed as i64)
+        .set_total_uncompressed_size(total_uncompressed as i64)
+        .set_num_values(rows.len() as i64)
+        .set_data_page_offset(data_page_offset.unwrap_or(0))
+        .set_dictionary_page_offset(Some(dictionary_offset));
+    if collect_stats {
+        let (first, last) = (0u32, dict_len as u32 - 1);
+        let statistics = ValueStatistics::new(
+            Some(by_rank(first)?),
+            Some(by_rank(last)?),
+            None,
+            Some(merged.nulls as u64),
+            false,
+        )
+        .with_min_is_exact(true)
+        .with_max_is_exact(true);
+        builder = builder
+            .set_statistics(Statistics::ByteArray(statistics))
+            .set_unencoded_byte_array_data_bytes(Some(total_value_bytes))
+            .set_repetition_level_histogram(None)
+            .set_definition_level_histogram(chunk_def_hist);
+    }
+    let metadata = builder.build()?;
+    column_index.set_boundary_order(match (ascending, descending) {
+        (true, _) => BoundaryOrder::ASCENDING,
+        (false, true) => BoundaryOrder::DESCENDING,
+        (false, false) => BoundaryOrder::UNORDERED,
+    });
+    let column_index = if column_index.valid() {
+        Some(column_index.build()?)
+    } else {
+        None
+    };
+    let close = ColumnCloseResult {
+        bytes_written,
+        rows_written: rows.len() as u64,
+        metadata,
+        bloom_filter: None,
+        column_index,
+        offset_index: offset_index.map(|b| b.build()),
+    };
+    Ok((bytes, close))
+}
+
+/// Compresses one page's bytes with `codec` (UNCOMPRESSED or SNAPPY).
+fn compress(codec: Compression, data: Vec<u8>) -> Result<Bytes> {
+    match codec {
+        Compression::UNCOMPRESSED => Ok(Bytes::from(data)),
+        Compression::SNAPPY => snap::raw::Encoder::new()
+            .compress_vec(&data)
+            .map(Bytes::from)
+            .map_err(|e| ParquetError::General(format!("snappy compression failed: {e}"))),
+        other => Err(ParquetError::General(format!(
+            "internal error: unsupported compression {other:?}"
+        ))),
+    }
+}
+
+/// Appends `values` (each below `2^width`) to `out` in parquet's RLE /
+/// bit-packing hybrid encoding, without a length prefix: repetitions of at
+/// least [`MIN_RLE_RUN`] values become RLE runs, everything else is
+/// bit-packed in groups of [`GROUP`] (the last group zero-padded).
+fn encode_hybrid(values: &[u32], width: u8, out: &mut Vec<u8>) {
+    if values.is_empty() {
+        return;
+    }
+    if width == 0 {
+        // Every value is 0: one RLE run without value bytes.
+        write_rle_run(0, values.len(), width, out);
+        return;
+    }
+    // Values from `literal` on are not written yet.
+    let mut literal = 0usize;
+    let mut i = 0usize;
+    while i < values.len() {
+        let v = values[i];
+        let mut j = i + 1;
+        while j < values.len() && values[j] == v {
+            j += 1;
+        }
+        // A bit-packed run before an RLE run must hold whole groups, so
+        // the repetition lends it values up to a group boundary.
+        let pad = (GROUP - (i - literal) % GROUP) % GROUP;
+        if j - i >= pad + MIN_RLE_RUN {
+            let run_start = i + pad;
+            write_bit_packed(&values[literal..run_start], width, out);
+            write_rle_run(v, j - run_start, width, out);
+            literal = j;
+        }
+        i = j;
+    }
+    write_bit_packed(&values[literal..], width, out);
+}
+
+/// Writes an unsigned LEB128 varint.
+fn write_varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Writes one RLE run: `count` times `value`.
+fn write_rle_run(value: u32, count: usize, width: u8, out: &mut Vec<u8>) {
+    write_varint((count as u64) << 1, out);
+    let bytes = value.to_le_bytes();
+    out.extend_from_slice(&bytes[..(width as usize).div_ceil(8)]);
+}
+
+/// Writes `values` as bit-packed runs of at most [`MAX_GROUPS_PER_RUN`]
+/// groups; only the last group may be partial (it is zero-padded).
+fn write_bit_packed(values: &[u32], width: u8, out: &mut Vec<u8>) {
+    let mask: u64 = (1u64 << width) - 1;
+    for run in values.chunks(MAX_GROUPS_PER_RUN * GROUP) {
+        let groups = run.len().div_ceil(GROUP);
+        write_varint(((groups as u64) << 1) | 1, out);
+        let mut acc = 0u64;
+        let mut bits = 0u32;
+        let padding = groups * GROUP - run.len();
+        for v in run.iter().copied().chain(std::iter::repeat_n(0, padding)) {
+            acc |= (u64::from(v) & mask) << bits;
+            bits += u32::from(width);
+            while bits >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                bits -= 8;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, Int64Array, RecordBatch};
+    use arrow::compute::{cast, concat};
+    use arrow::datatypes::{Field, Schema, SchemaRef};
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+    use parquet::arrow::arrow_writer::compute_leaves;
+    use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
+    use parquet::basic::ZstdLevel;
+    use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
+    use parquet::file::properties::ReaderProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::serialized_reader::ReadOptionsBuilder;
+
+    /// A `Dictionary(Int32, Utf8)` array.
+    fn dict(values: &[&str], keys: Vec<Option<i32>>) -> ArrayRef {
+        let keys = Int32Array::from(keys);
+        let values: ArrayRef = Arc::new(StringArray::from(values.to_vec()));
+        Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values).expect("dictionary"))
+    }
+
+    /// Schema of the test files: an int column and the string column `s`.
+    fn schema(nullable: bool, string_type: DataType) -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int64, false),
+            Field::new("s", string_type, nullable),
+        ]))
+    }
+
+    fn dict_type() -> DataType {
+        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+    }
+
+    /// Writes `columns` as one row group with `encode` for the strings (and
+    /// parquet's own writer for an int column); also returns the close result
+    /// of `encode` and the one of parquet's `ArrowColumnWriter` for the same
+    /// string leaves.
+    fn write_encoded(
+        nullable: bool,
+        props: &WriterProperties,
+        columns: &[ArrayRef],
+    ) -> (Bytes, ColumnCloseResult, ColumnCloseResult) {
+        let schema = schema(nullable, dict_type());
+        let (mut file, factory) =
+            ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props.clone()))
+                .expect("writer")
+                .into_serialized_writer()
+                .expect("serialized writer");
+        let mut writers = factory.create_column_writers(0).expect("column writers");
+        assert_eq!(writers.len(), 2);
+        let mut string_writer = writers.pop().expect("string writer");
+        let mut int_writer = writers.pop().expect("int writer");
+        let mut row = 0i64;
+        for c in columns {
+            let ints: ArrayRef = Arc::new(Int64Array::from_iter_values(row..row + c.len() as i64));
+            row += c.len() as i64;
+            for leaf in compute_leaves(schema.field(0), &ints).expect("leaves") {
+                int_writer.write(&leaf).expect("write int");
+            }
+            for leaf in compute_leaves(schema.field(1), c).expect("leaves") {
+                string_writer.write(&leaf).expect("write string");
+            }
+        }
+        let reference = string_writer.close().expect("close").close().clone();
+        let descr = file.schema_descr().column(1);
+        let props = file.properties().clone();
+        let (bytes, close) = encode(&descr, &props, columns)
+            .expect("encode")
+            .expect("encode applies");
+        let mut rg = file.next_row_group().expect("row group");
+        int_writer
+            .close()
+            .expect("close int")
+            .append_to_row_group(&mut rg)
+            .expect("append int");
+        rg.append_column(&bytes, close.clone())
+            .expect("append strings");
+        rg.close().expect("close row group");
+        let out = file.into_inner().expect("finish");
+        (Bytes::from(out), close, reference)
+    }
+
+    /// Writes the same rows (strings cast to Utf8) with plain `ArrowWriter`.
+    fn write_reference(nullable: bool, props: &WriterProperties, columns: &[ArrayRef]) -> Bytes {
+        let schema = schema(nullable, DataType::Utf8);
+        let refs: Vec<&dyn Array> = columns.iter().map(|c| c.as_ref()).collect();
+        let strings = cast(&concat(&refs).expect("concat"), &DataType::Utf8).expect("cast");
+        let ints: ArrayRef = Arc::new(Int64Array::from_iter_values(0..strings.len() as i64));
+        let batch = RecordBatch::try_new(schema.clone(), vec![ints, strings]).expect("batch");
+        let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props.clone())).expect("writer");
+        w.write(&batch).expect("write");
+        Bytes::from(w.into_inner().expect("finish"))
+    }
+
+    /// Reads a file's rows, the string column as Utf8.
+    fn read(file: &Bytes) -> (Vec<i64>, StringArray, Arc<ParquetMetaData>) {
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file.clone(), options)
+            .expect("reader");
+        let metadata = builder.metadata().clone();
+        let mut ints = Vec::new();
+        let mut strings: Vec<ArrayRef> = Vec::new();
+        for batch in builder.build().expect("build") {
+            let batch = batch.expect("batch");
+            let i = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("ints");
+            ints.extend(i.values().iter().copied());
+            strings.push(cast(batch.column(1), &DataType::Utf8).expect("cast"));
+        }
+        let refs: Vec<&dyn Array> = strings.iter().map(|c| c.as_ref()).collect();
+        let strings = concat(&refs).expect("concat");
+        let strings = strings
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8")
+            .clone();
+        (ints, strings, metadata)
+    }
+
+    /// Writes `columns` both ways and checks rows, chunk metadata and page index.
+    /// Returns the number of data pages written by `encode`.
+    fn check(nullable: bool, props: &WriterProperties, columns: &[ArrayRef]) -> usize {
+        let (ours, close, arrow_close) = write_encoded(nullable, props, columns);
+        let reference = write_reference(nullable, props, columns);
+        let (our_ints, our_strings, our_meta) = read(&ours);
+        let (ref_ints, ref_strings, ref_meta) = read(&reference);
+        assert_eq!(our_ints, ref_ints);
+        assert_eq!(our_strings, ref_strings);
+        let rows = ref_strings.len();
+        assert_eq!(
+            our_strings.len(),
+            columns.iter().map(|c| c.len()).sum::<usize>()
+        );
+
+        // Chunk metadata, as read back from both files.
+        assert_eq!(our_meta.num_row_groups(), 1);
+        let ours_rg = our_meta.row_group(0);
+        let ref_rg = ref_meta.row_group(0);
+        assert_eq!(ours_rg.num_rows(), ref_rg.num_rows());
+        let (o, r) = (ours_rg.column(1), ref_rg.column(1));
+        assert_eq!(o.statistics(), r.statistics());
+        if let (Some(os), Some(rs)) = (o.statistics(), r.statistics()) {
+            assert_eq!(os.min_is_exact(), rs.min_is_exact());
+            assert_eq!(os.max_is_exact(), rs.max_is_exact());
+            assert_eq!(os.distinct_count_opt(), rs.distinct_count_opt());
+            assert_eq!(os.null_count_opt(), rs.null_count_opt());
+        }
+        assert_eq!(o.num_values(), r.num_values());
+        assert_eq!(o.encodings_mask(), r.encodings_mask());
+        assert_eq!(o.page_encoding_stats_mask(), r.page_encoding_stats_mask());
+        assert_eq!(o.compression(), r.compression());
+        assert!(o.dictionary_page_offset().is_some());
+        assert!(r.dictionary_page_offset().is_some());
+        assert_eq!(
+            o.unencoded_byte_array_data_bytes(),
+            r.unencoded_byte_array_data_bytes()
+        );
+        assert_eq!(
+            o.definition_level_histogram(),
+            r.definition_level_histogram()
+        );
+        assert_eq!(
+            o.repetition_level_histogram(),
+            r.repetition_level_histogram()
+        );
+        assert_eq!(
+            o.column_index_offset().is_some(),
+            r.column_index_offset().is_some()
+        );
+        assert_eq!(
+            o.offset_index_offset().is_some(),
+            r.offset_index_offset().is_some()
+        );
+        // The int column is untouched and well placed.
+        assert_eq!(
+            ours_rg.column(0).statistics(),
+            ref_rg.column(0).statistics()
+        );
+
+        // In-memory close results against parquet's own column writer.
+        let (m, a) = (&close.metadata, &arrow_close.metadata);
+        assert_eq!(m.statistics(), a.statistics());
+        assert_eq!(m.num_values(), a.num_values());
+        assert_eq!(m.encodings_mask(), a.encodings_mask());
+        assert_eq!(m.compression(), a.compression());
+        assert_eq!(
+            m.unencoded_byte_array_data_bytes(),
+            a.unencoded_byte_array_data_bytes()
+        );
+        assert_eq!(
+            m.definition_level_histogram(),
+            a.definition_level_histogram()
+        );
+        assert_eq!(
+            m.repetition_level_histogram(),
+            a.repetition_level_histogram()
+        );
+        assert_eq!(close.rows_written, arrow_close.rows_written);
+        assert_eq!(close.bytes_written as i64, m.compressed_size());
+        assert_eq!(
+            close.column_index.is_some(),
+            arrow_close.column_index.is_some()
+        );
+        assert_eq!(
+            close.offset_index.is_some(),
+            arrow_close.offset_index.is_some()
+        );
+        assert!(arrow_close.bloom_filter.is_none());
+        let stats = m.page_encoding_stats().expect("encoding stats");
+        let ref_stats = a.page_encoding_stats().expect("encoding stats");
+        let kinds = |s: &Vec<PageEncodingStats>| -> Vec<(PageType, Encoding)> {
+            s.iter().map(|e| (e.page_type, e.encoding)).collect()
+        };
+        assert_eq!(kinds(stats), kinds(ref_stats));
+        let pages = stats[1].count as usize;
+
+        // Page index, against the rows of every page.
+        let Some(offsets) = close.offset_index.as_ref() else {
+            return pages;
+        };
+        assert_eq!(offsets.page_locations().len(), pages);
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let meta = ParquetRecordBatchReaderBuilder::try_new_with_options(ours.clone(), options)
+            .expect("reader with page index")
+            .metadata()
+            .clone();
+        let locations = meta.offset_index().expect("offset index")[0][1].page_locations();
+        let unencoded = meta.offset_index().expect("offset index")[0][1]
+            .unencoded_byte_array_data_bytes()
+            .expect("unencoded bytes")
+            .clone();
+        assert_eq!(locations.len(), pages);
+        assert_eq!(locations[0].first_row_index, 0);
+        let index = meta
+            .column_index()
+            .map(|c| &c[0][1])
+            .filter(|c| !matches!(c, ColumnIndexMetaData::NONE));
+        let mut mins: Vec<Option<String>> = Vec::new();
+        let mut maxs: Vec<Option<String>> = Vec::new();
+        for (p, location) in locations.iter().enumerate() {
+            let first = location.first_row_index as usize;
+            let end = locations
+                .get(p + 1)
+                .map(|l| l.first_row_index as usize)
+                .unwrap_or(rows);
+            assert!(first < end, "empty page {p}");
+            assert!(end - first <= props.data_page_row_count_limit());
+            let page = ref_strings.slice(first, end - first);
+            let non_null: Vec<&str> = page.iter().flatten().collect();
+            let min = non_null.iter().min().map(|s| s.to_string());
+            let max = non_null.iter().max().map(|s| s.to_string());
+            let bytes: usize = non_null.iter().map(|s| s.len()).sum();
+            assert_eq!(unencoded[p], bytes as i64);
+            mins.push(min.clone());
+            maxs.push(max.clone());
+            if let Some(index) = index {
+                let ColumnIndexMetaData::BYTE_ARRAY(ci) = index else {
+                    panic!("not a byte array column index: {index:?}");
+                };
+                assert_eq!(ci.null_count(p), Some(page.null_count() as i64), "page {p}");
+                assert_eq!(ci.is_null_page(p), non_null.is_empty(), "page {p}");
+                assert_eq!(
+                    ci.min_value(p),
+                    min.as_deref().map(str::as_bytes),
+                    "page {p}"
+                );
+                assert_eq!(
+                    ci.max_value(p),
+                    max.as_deref().map(str::as_bytes),
+                    "page {p}"
+                );
+                if nullable {
+                    let hist = ci.definition_level_histogram(p).expect("histogram");
+                    assert_eq!(hist, &[page.null_count() as i64, non_null.len() as i64][..]);
+                } else {
+                    assert!(ci.definition_level_histogram(p).is_none());
+                }
+            }
+        }
+        if let Some(index) = index {
+            let present: Vec<(&String, &String)> = mins
+                .iter()
+                .zip(&maxs)
+                .filter_map(|(a, b)| Some((a.as_ref()?, b.as_ref()?)))
+                .collect();
+            let asc = present
+                .windows(2)
+                .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
+            let desc = present
+                .windows(2)
+                .all(|w| w[0].0 >= w[1].0 && w[0].1 >= w[1].1);
+            let expected = match (asc, desc) {
+                (true, _) => BoundaryOrder::ASCENDING,
+                (false, true) => BoundaryOrder::DESCENDING,
+                _ => BoundaryOrder::UNORDERED,
+            };
+            assert_eq!(index.get_boundary_order(), Some(expected));
+        } else {
+            assert_ne!(
+                props.statistics_enabled(&"s".into()),
+                EnabledStatistics::Page
+            );
+        }
+
+        // Data page headers: statistics only when asked for (as ArrowWriter
+        // does), and then right.
+        let want = props.write_page_header_statistics(&"s".into())
+            && props.statistics_enabled(&"s".into()) == EnabledStatistics::Page;
+        let reference_headers = header_statistics(&reference);
+        // (all-null pages have no statistics)
+        let with_stats = reference_headers.iter().filter(|h| h.is_some()).count();
+        assert_eq!(with_stats > 0, want);
+        let headers = header_statistics(&ours);
+        assert_eq!(headers.len(), pages);
+        for (p, h) in headers.iter().enumerate() {
+            match h {
+                Some((min, max)) => {
+                    assert!(want);
+                    assert_eq!(Some(min.as_slice()), mins[p].as_deref().map(str::as_bytes));
+                    assert_eq!(Some(max.as_slice()), maxs[p].as_deref().map(str::as_bytes));
+                }
+                None => assert!(!want || mins[p].is_none()),
+            }
+        }
+        pages
+    }
+
+    /// The min/max of every data page header of column `s` (`None` without statistics).
+    fn header_statistics(file: &Bytes) -> Vec<Option<(Vec<u8>, Vec<u8>)>> {
+        let options = ReadOptionsBuilder::new()
+            .with_reader_properties(
+                ReaderProperties::builder()
+                    .set_read_page_statistics(true)
+                    .build(),
+            )
+            .build();
+        let reader = SerializedFileReader::new_with_options(file.clone(), options).expect("reader");
+        let mut page_reader = reader
+            .get_row_group(0)
+            .expect("row group")
+            .get_column_page_reader(1)
+            .expect("page reader");
+        let mut out = Vec::new();
+        let mut first = true;
+        while let Some(page) = page_reader.get_next_page().expect("page") {
+            if page.is_dictionary_page() {
+                assert!(first, "dictionary page first");
+                first = false;
+                continue;
+            }
+            out.push(match page.statistics() {
+                Some(Statistics::ByteArray(s)) => Some((
+                    s.min_bytes_opt().expect("min").to_vec(),
+                    s.max_bytes_opt().expect("max").to_vec(),
+                )),
+                Some(other) => panic!("unexpected statistics {other:?}"),
+                None => None,
+            });
+        }
+        assert!(!first, "no dictionary page");
+        out
+    }
+
+    /// Simple deterministic pseudo-random numbers.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+    }
+
+    /// Batches with different, overlapping dictionaries, unused entries and a
+    /// sliced dictionary array; with nulls when `nulls`.
+    fn mixed_batches(nulls: bool) -> Vec<ArrayRef> {
+        let n = |k: i32, i: usize| if nulls && i % 5 == 2 { None } else { Some(k) };
+        let a = dict(
+            &["pear", "apple", "unused-a", "fig"],
+            (0..50).map(|i| n([0, 1, 3][i % 3], i)).collect(),
+        );
+        let b = dict(
+            &["zebra", "apple", "", "kiwi", "pear", "unused-b"],
+            (0..70).map(|i| n([4, 0, 2, 3, 1][i % 5], i)).collect(),
+        );
+        let c = dict(
+            &["fig", "mango", "é", "apple"],
+            (0..40).map(|i| n((i % 4) as i32, i)).collect(),
+        )
+        .slice(7, 25);
+        let d = dict(&["only"], vec![Some(0); 3]);
+        vec![a, b, c, d]
+    }
+
+    #[test]
+    fn nullable_with_nulls_uncompressed() {
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(16)
+            .set_write_batch_size(16)
+            .build();
+        let pages = check(true, &props, &mixed_batches(true));
+        assert!(pages > 5, "{pages} pages");
+    }
+
+    #[test]
+    fn nullable_without_nulls_snappy() {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build();
+        assert_eq!(check(true, &props, &mixed_batches(false)), 1);
+    }
+
+    #[test]
+    fn required_snappy_page_header_statistics() {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_write_page_header_statistics(true)
+            .set_data_page_row_count_limit(30)
+            .build();
+        assert!(check(false, &props, &mixed_batches(false)) > 3);
+    }
+
+    #[test]
+    fn single_value_bit_width_zero() {
+        let props = WriterProperties::builder().build();
+        check(
+            true,
+            &props,
+            &[dict(&["x", "y"], vec![Some(0), None, Some(0)])],
+        );
+        check(false, &props, &[dict(&["x"], vec![Some(0); 5])]);
+        check(false, &props, &[dict(&["x"], vec![Some(0); 5000])]);
+    }
+
+    #[test]
+    fn chunk_and_no_statistics() {
+        for stats in [EnabledStatistics::Chunk, EnabledStatistics::None] {
+            let props = WriterProperties::builder()
+                .set_statistics_enabled(stats)
+                .set_data_page_row_count_limit(20)
+                .build();
+            check(true, &props, &mixed_batches(true));
+            let props = WriterProperties::builder()
+                .set_statistics_enabled(stats)
+                .set_offset_index_disabled(true)
+                .build();
+            check(false, &props, &mixed_batches(false));
+        }
+    }
+
+    /// 100_000 rows in 1000-row pages, `distinct` values, runs of nulls
+    /// (whole null pages) and random keys.
+    fn many_rows(distinct: usize, seed: u64) -> Vec<ArrayRef> {
+        let mut rng = Lcg(seed);
+        let mut out = Vec::new();
+        let mut row = 0usize;
+        while row < 100_000 {
+            let len = (5_000 + rng.next() as usize % 20_000).min(100_000 - row);
+            let dict_size = 1 + rng.next() as usize % distinct;
+            let offset = rng.next() as usize % distinct;
+            let values: Vec<String> = (0..dict_size)
+                .map(|i| format!("value-{:06}", (offset + i * 7) % distinct))
+                .collect();
+            let refs: Vec<&str> = values.iter().map(|s| s.as_str()).collect();
+            let keys = (0..len)
+                .map(|i| {
+                    let r = row + i;
+                    if (20_000..23_500).contains(&r) || rng.next().is_multiple_of(10) {
+                        None
+                    } else if (50_000..60_000).contains(&r) {
+                        Some(((r / 100) % dict_size) as i32)
+                    } else {
+                        Some((rng.next() as usize % dict_size) as i32)
+                    }
+                })
+                .collect();
+            out.push(dict(&refs, keys));
+            row += len;
+        }
+        out
+    }
+
+    #[test]
+    fn many_pages_few_distinct() {
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(1000)
+            .set_compression(Compression::SNAPPY)
+            .build();
+        assert_eq!(check(true, &props, &many_rows(5, 1)), 100);
+    }
+
+    #[test]
+    fn many_pages_many_distinct() {
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(1000)
+            .set_write_page_header_statistics(true)
+            .build();
+        assert_eq!(check(true, &props, &many_rows(20_000, 2)), 100);
+    }
+
+    #[test]
+    fn page_size_limit_splits_pages() {
+        let props = WriterProperties::builder()
+            .set_data_page_size_limit(64)
+            .build();
+        let columns = many_rows(300, 3);
+        let pages = check(true, &props, &columns[..1]);
+        assert!(pages > 10, "{pages} pages");
+    }
+
+    #[test]
+    fn sorted_values_ascending_boundary() {
+        let values: Vec<String> = (0..1000).map(|i| format!("k{i:04}")).collect();
+        let refs: Vec<&str> = values.iter().map(|s| s.as_str()).collect();
+        let keys = (0..10_000).map(|i| Some(i / 10)).collect();
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(500)
+            .build();
+        assert_eq!(check(false, &props, &[dict(&refs, keys)]), 20);
+        let keys = (0..10_000).map(|i| Some(999 - i / 10)).collect();
+        assert_eq!(check(false, &props, &[dict(&refs, keys)]), 20);
+    }
+
+    /// The descriptor of column `s` of a one-column file.
+    fn descr(nullable: bool) -> ColumnDescPtr {
+        let schema = Schema::new(vec![Field::new("s", dict_type(), nullable)]);
+        ArrowSchemaConverter::new()
+            .convert(&schema)
+            .expect("schema")
+            .column(0)
+    }
+
+    #[test]
+    fn declines() {
+        let cols = mixed_batches(true);
+        let base = || WriterProperties::builder();
+        let declined = |props: WriterProperties, cols: &[ArrayRef]| {
+            encode(&descr(true), &props, cols)
+                .expect("no error")
+                .is_none()
+        };
+        assert!(!declined(base().build(), &cols), "the base case applies");
+        assert!(declined(
+            base().set_bloom_filter_enabled(true).build(),
+            &cols
+        ));
+        assert!(declined(
+            base()
+                .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                .build(),
+            &cols
+        ));
+        assert!(declined(
+            base().set_dictionary_enabled(false).build(),
+            &cols
+        ));
+        assert!(declined(
+            base()
+                .set_writer_version(WriterVersion::PARQUET_2_0)
+                .build(),
+            &cols
+        ));
+        assert!(declined(
+            base().set_dictionary_page_size_limit(40).build(),
+            &cols
+        ));
+        let long = "x".repeat(65);
+        let long_col = [dict(&["a", &long], vec![Some(0), Some(1)])];
+        assert!(declined(base().build(), &long_col));
+        // Unused long values do not matter, nor does truncation when off.
+        assert!(!declined(
+            base().build(),
+            &[dict(&["a", &long], vec![Some(0)])]
+        ));
+        assert!(declined(
+            base().set_column_index_truncate_length(None).build(),
+            &long_col
+        ));
+        assert!(!declined(
+            base()
+                .set_column_index_truncate_length(None)
+                .set_statistics_truncate_length(None)
+                .build(),
+            &long_col
+        ));
+        let utf8: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
+        assert!(!is_dictionary_strings(&[cols[0].clone(), utf8.clone()]));
+        assert!(declined(base().build(), &[utf8]));
+        assert!(declined(base().build(), &[]));
+        assert!(declined(base().build(), &[dict(&["a"], vec![None, None])]));
+        assert!(declined(base().build(), &[dict(&["a"], vec![])]));
+        let null_value: ArrayRef = Arc::new(
+            DictionaryArray::<Int32Type>::try_new(
+                Int32Array::from(vec![0, 1]),
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+            )
+            .expect("dictionary"),
+        );
+        assert!(declined(base().build(), &[null_value]));
+        let int_descr = ArrowSchemaConverter::new()
+            .convert(&Schema::new(vec![Field::new("n", DataType::Int64, true)]))
+            .expect("schema")
+            .column(0);
+        assert!(encode(&int_descr, &base().build(), &cols)
+            .expect("ok")
+            .is_none());
+    }
+
+    #[test]
+    fn required_null_is_an_error() {
+        let props = WriterProperties::builder().build();
+        let cols = [dict(&["a", "b"], vec![Some(0), None, Some(1)])];
+        let err = encode(&descr(false), &props, &cols).expect_err("null in required column");
+        let message = err.to_string();
+        assert!(message.contains("column s "), "{message}");
+        assert!(encode(&descr(true), &props, &cols).expect("ok").is_some());
+    }
+
+    /// Decodes `n` values of the RLE / bit-packing hybrid encoding.
+    fn decode_hybrid(mut data: &[u8], width: u8, n: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        let varint = |data: &mut &[u8]| {
+            let mut v = 0u64;
+            let mut shift = 0;
+            loop {
+                let b = data[0];
+                *data = &data[1..];
+                v |= u64::from(b & 0x7f) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    return v;
+                }
+            }
+        };
+        while out.len() < n {
+            let header = varint(&mut data);
+            if header & 1 == 0 {
+                let count = (header >> 1) as usize;
+                let bytes = (width as usize).div_ceil(8);
+                let mut v = [0u8; 4];
+                v[..bytes].copy_from_slice(&data[..bytes]);
+                data = &data[bytes..];
+                out.extend(std::iter::repeat_n(u32::from_le_bytes(v), count));
+            } else {
+                let values = (header >> 1) as usize * 8;
+                let bytes = values * width as usize / 8;
+                let (packed, rest) = data.split_at(bytes);
+                data = rest;
+                for i in 0..values {
+                    let mut v = 0u32;
+                    for b in 0..width as usize {
+                        let bit = i * width as usize + b;
+                        v |= u32::from((packed[bit / 8] >> (bit % 8)) & 1) << b;
+                    }
+                    out.push(v);
+                }
+            }
+        }
+        assert!(data.is_empty(), "{} trailing bytes", data.len());
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn hybrid_round_trip() {
+        let mut rng = Lcg(7);
+        for width in 0..=20u8 {
+            let max = (1u64 << width) - 1;
+            let top = max as u32;
+            let mut patterns: Vec<Vec<u32>> = Vec::new();
+            for n in [1usize, 7, 8, 9, 15, 16, 17, 503, 504, 505, 1000, 5000] {
+                patterns.push(vec![top; n]);
+                patterns.push((0..n).map(|i| if i % 2 == 0 { 0 } else { top }).collect());
+                patterns.push((0..n).map(|_| (rng.next() & max) as u32).collect());
+                // Runs of random lengths, some long enough for RLE.
+                let mut v = Vec::new();
+                while v.len() < n {
+                    let run = 1 + rng.next() as usize % 20;
+                    let x = (rng.next() & max) as u32;
+                    v.extend(std::iter::repeat_n(x, run.min(n - v.len())));
+                }
+                patterns.push(v);
+            }
+            for values in patterns {
+                let mut buf = Vec::new();
+                encode_hybrid(&values, width, &mut buf);
+                let decoded = decode_hybrid(&buf, width, values.len());
+                assert_eq!(decoded, values, "width {width}");
+                assert!(buf.len() <= 1 + max_rle_size(width, values.len()) * 2);
+            }
+        }
+        // Long runs are RLE-encoded: a few bytes for a million values.
+        let mut buf = Vec::new();
+        encode_hybrid(&vec![3; 1_000_000], 2, &mut buf);
+        assert!(buf.len() < 8, "{} bytes", buf.len());
+        let mut buf = Vec::new();
+        encode_hybrid(&[], 5, &mut buf);
+        assert!(buf.is_empty());
+    }
+}
