@@ -1001,7 +1001,11 @@ fn parquet_strings_filtered_into_a_parquet_table_stay_strings() {
         Field::new("level", DataType::Utf8, true),
         Field::new("n", DataType::Int64, true),
     ]));
-    let file = |name: &str, users: &[Option<&str>], levels: &[&str], first: i64, props: WriterProperties| {
+    let file = |name: &str,
+                users: &[Option<&str>],
+                levels: &[&str],
+                first: i64,
+                props: WriterProperties| {
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![

@@ -1401,7 +1401,10 @@ fn dictionary_encoded(batch: &RecordBatch, columns: &[&str]) -> RecordBatch {
 
 /// The output's types and rows, the plan's schema not checked (dictionaries
 /// may pass on where it says `Utf8`).
-fn types_and_rows(plan: &mut CompiledPlan, inputs: Vec<Vec<RecordBatch>>) -> (Vec<String>, Vec<String>) {
+fn types_and_rows(
+    plan: &mut CompiledPlan,
+    inputs: Vec<Vec<RecordBatch>>,
+) -> (Vec<String>, Vec<String>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
@@ -1459,16 +1462,27 @@ fn strings_a_stage_only_compares_with_literals_or_passes_on_stay_dictionaries() 
     assert_eq!(
         types_and_rows(&mut plan, vec![encoded.clone()]),
         (
-            vec![timestamp.to_string(), dictionary.to_string(), "Int64".to_string()],
+            vec![
+                timestamp.to_string(),
+                dictionary.to_string(),
+                "Int64".to_string()
+            ],
             want.iter().map(|s| s.to_string()).collect()
         )
     );
     // One batch with a plain `level`: the plan decodes the others.
-    let mixed = vec![encoded[0].clone(), dictionary_encoded(&plain[1], &["user_id"])];
+    let mixed = vec![
+        encoded[0].clone(),
+        dictionary_encoded(&plain[1], &["user_id"]),
+    ];
     assert_eq!(
         types_and_rows(&mut plan, vec![mixed]),
         (
-            vec![timestamp.to_string(), "Utf8".to_string(), "Int64".to_string()],
+            vec![
+                timestamp.to_string(),
+                "Utf8".to_string(),
+                "Int64".to_string()
+            ],
             want.iter().map(|s| s.to_string()).collect()
         )
     );
@@ -1536,8 +1550,24 @@ fn dictionary_encoded_strings_filter_and_project_like_plain_strings() {
     plan.push_timestamps_into_leaves();
     assert!(plan.pass_dictionaries_to_output());
     assert_eq!(dictionary_columns(&plan), ["name", "tag"]);
-    let names = [Some("b"), None, Some("a"), Some("c"), Some("b"), Some("a"), Some("d")];
-    let tags = [Some("x"), Some("y"), None, Some("x"), Some("z"), Some("y"), None];
+    let names = [
+        Some("b"),
+        None,
+        Some("a"),
+        Some("c"),
+        Some("b"),
+        Some("a"),
+        Some("d"),
+    ];
+    let tags = [
+        Some("x"),
+        Some("y"),
+        None,
+        Some("x"),
+        Some("z"),
+        Some("y"),
+        None,
+    ];
     let batch = RecordBatch::try_new(
         plan.leaves()[0].schema.clone(),
         vec![
@@ -1548,11 +1578,19 @@ fn dictionary_encoded_strings_filter_and_project_like_plain_strings() {
     )
     .unwrap();
     let want = ["b|x|1|true", "null|y|2|null", "c|x|4|false"];
-    let (types, got) = types_and_rows(&mut plan, vec![vec![dictionary_encoded(&batch, &["name", "tag"])]]);
+    let (types, got) = types_and_rows(
+        &mut plan,
+        vec![vec![dictionary_encoded(&batch, &["name", "tag"])]],
+    );
     assert_eq!(got, want);
     assert_eq!(
         types,
-        ["Dictionary(Int32, Utf8)", "Dictionary(Int32, Utf8)", "Int64", "Boolean"]
+        [
+            "Dictionary(Int32, Utf8)",
+            "Dictionary(Int32, Utf8)",
+            "Int64",
+            "Boolean"
+        ]
     );
     let (types, got) = types_and_rows(&mut plan, vec![vec![batch]]);
     assert_eq!(got, want);

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, IsNotNullExpr, IsNullExpr, Literal};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, Column, IsNotNullExpr, IsNullExpr, Literal,
+};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
@@ -115,12 +117,17 @@ pub(super) fn dictionary_output(
 /// with some `Utf8` fields (at least one) typed `Dictionary(Int32, Utf8)`.
 fn same_but_dictionaries(original: &Schema, variant: &Schema) -> bool {
     original.fields().len() == variant.fields().len()
-        && original.fields().iter().zip(variant.fields()).all(|(o, v)| {
-            o.name() == v.name()
-                && o.is_nullable() == v.is_nullable()
-                && (o.data_type() == v.data_type()
-                    || (o.data_type() == &DataType::Utf8 && v.data_type() == &dictionary_type()))
-        })
+        && original
+            .fields()
+            .iter()
+            .zip(variant.fields())
+            .all(|(o, v)| {
+                o.name() == v.name()
+                    && o.is_nullable() == v.is_nullable()
+                    && (o.data_type() == v.data_type()
+                        || (o.data_type() == &DataType::Utf8
+                            && v.data_type() == &dictionary_type()))
+            })
 }
 
 /// True when `ancestors` (the slot's, nearest first) read column `c` of the
@@ -169,7 +176,8 @@ fn only_compared_or_passed(c: usize, ancestors: &[Arc<dyn ExecutionPlan>]) -> bo
 }
 
 fn is_column(e: &Arc<dyn PhysicalExpr>, c: usize) -> bool {
-    e.downcast_ref::<Column>().is_some_and(|col| col.index() == c)
+    e.downcast_ref::<Column>()
+        .is_some_and(|col| col.index() == c)
 }
 
 /// True when `e` reads column `c` only as an operand of a comparison
@@ -207,7 +215,9 @@ fn only_compared(e: &Arc<dyn PhysicalExpr>, c: usize) -> bool {
             return true;
         }
     }
-    e.children().into_iter().all(|child| only_compared(child, c))
+    e.children()
+        .into_iter()
+        .all(|child| only_compared(child, c))
 }
 
 fn is_string_literal(e: &Arc<dyn PhysicalExpr>) -> bool {

@@ -577,8 +577,8 @@ impl CompiledPlan {
     /// and only when whoever takes the output rows accepts dictionaries (a
     /// Parquet file sink). Returns true when some column does.
     pub fn pass_dictionaries_to_output(&mut self) -> bool {
-        let one_leaf = self.leaves.len() == 1
-            && matches!(self.root.inputs.as_slice(), [StageInput::Leaf(0)]);
+        let one_leaf =
+            self.leaves.len() == 1 && matches!(self.root.inputs.as_slice(), [StageInput::Leaf(0)]);
         if !one_leaf {
             return false;
         }

@@ -608,7 +608,11 @@ pub fn escape_path_name(s: &str) -> String {
 /// A `Utf8` column of the file given as `Dictionary(Int32, Utf8)` stays so
 /// when `keep_dictionaries` (the Parquet writer encodes the dictionary) and
 /// is decoded otherwise.
-fn conform(batch: &RecordBatch, schema: &SchemaRef, keep_dictionaries: bool) -> Result<RecordBatch> {
+fn conform(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+    keep_dictionaries: bool,
+) -> Result<RecordBatch> {
     if batch.schema_ref() == schema {
         return Ok(batch.clone());
     }

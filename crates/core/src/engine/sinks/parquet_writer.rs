@@ -163,9 +163,9 @@ impl ParallelParquetWriter {
                 let columns: Vec<&ArrayRef> = batches.iter().map(|b| b.column(i)).collect();
                 let bytes: usize = columns.iter().map(|c| memory_size(c)).sum();
                 let dictionaries = field.data_type() == &DataType::Utf8
-                    && columns
-                        .iter()
-                        .all(|c| parquet_dictionary::is_dictionary_strings(std::slice::from_ref(c)));
+                    && columns.iter().all(|c| {
+                        parquet_dictionary::is_dictionary_strings(std::slice::from_ref(c))
+                    });
                 if dictionaries {
                     let descr = self.writer.schema_descr().column(leaves.len());
                     leaves.push((
@@ -330,7 +330,9 @@ fn encode_chunk(
 /// `column` cast to the file's type `to` when it is a
 /// `Dictionary(Int32, Utf8)` of a `Utf8` column; `column` itself otherwise.
 fn as_field_type(column: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
-    if column.data_type() == to || !parquet_dictionary::is_dictionary_strings(std::slice::from_ref(column)) {
+    if column.data_type() == to
+        || !parquet_dictionary::is_dictionary_strings(std::slice::from_ref(column))
+    {
         return Ok(column.clone());
     }
     arrow::compute::cast(column, to).map_err(|e| ParquetError::General(e.to_string()))
