@@ -7,12 +7,13 @@
 //! cargo run --release --example bench_string_ts -- --quick  # 100 k events, 1 run (used by the test script)
 //! cargo run --release --example bench_string_ts -- --only Parquet
 //! cargo run --release --example bench_string_ts -- --spark  # then PySpark on the same files, ratios against it
+//! cargo run --release --example bench_string_ts -- --users 20000  # another data shape: 20 000 users
 //! ```
 //!
 //! Events: ~90-byte JSON lines such as
 //! `{"ts":"2024-01-01T00:00:07","user_id":"u3","service_name":"api","level":"INFO","value":548}`
-//! (10 per second, one in 20 up to 30 minutes late, 1000 users, 4
-//! services), and the same rows as Parquet. Workloads (available-now, one
+//! (10 per second, one in 20 up to 30 minutes late, 1000 users (`--users`),
+//! 4 services), and the same rows as Parquet. Workloads (available-now, one
 //! run = a fresh checkpoint and Parquet table), each over all events in one
 //! micro-batch and one file per micro-batch:
 //! - windowed count: `with_watermark(event_time, 10 minutes)
@@ -105,14 +106,35 @@ fn main() -> Result<()> {
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1).cloned());
+    let users: u64 = match args.iter().position(|a| a == "--users") {
+        Some(i) => match args.get(i + 1).and_then(|n| n.parse().ok()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                return Err(dp::Error::runtime(
+                    "--users takes a number of distinct users above 0, e.g. --users 20000",
+                ))
+            }
+        },
+        None => string_ts_data::USERS,
+    };
+    if spark && users != string_ts_data::USERS {
+        return Err(dp::Error::runtime(format!(
+            "--spark runs on the default data shape ({} users); leave out --users",
+            string_ts_data::USERS
+        )));
+    }
     let (events, files, runs) = if quick {
         (100_000, 10, 1)
     } else {
         (5_000_000, 50, 3)
     };
     let root = bench_data::bench_root();
-    let data = root.join(format!("strts-{events}"));
-    string_ts_data::ensure_data(&data, events, files)?;
+    let data = if users == string_ts_data::USERS {
+        root.join(format!("strts-{events}"))
+    } else {
+        root.join(format!("strts-{events}-users{users}"))
+    };
+    string_ts_data::ensure_data_with_users(&data, events, files, users)?;
     let work = root.join("work-strts");
     std::fs::create_dir_all(&work).map_err(|e| dp::Error::io(&work, e))?;
 

@@ -3,7 +3,8 @@
 //! `{"ts":"2024-01-01T00:00:07","user_id":"u3","service_name":"api","level":"INFO","value":548}`
 //! and the same rows as Parquet with `ts` a STRING column. Ten events per
 //! second from 2024-01-01T00:00:00; one event in 20 is late by up to 30
-//! minutes; 1000 users, 4 services.
+//! minutes; 1000 users (another number for other data shapes, see
+//! [`ensure_data_with_users`]), 4 services.
 
 use std::io::Write;
 use std::path::Path;
@@ -26,14 +27,22 @@ pub const LEVELS: [&str; 4] = ["INFO", "INFO", "WARN", "ERROR"];
 /// 2024-01-01T00:00:00Z in seconds since the epoch.
 const BASE_SECS: i64 = 1_704_067_200;
 
+/// The number of distinct users of the default shape.
+pub const USERS: u64 = 1000;
+
 /// Event `i`: (seconds since the epoch, user, service, level, value).
 pub fn event(i: u64) -> (i64, String, &'static str, &'static str, i64) {
+    event_with_users(i, USERS)
+}
+
+/// Event `i` of a stream with `users` distinct users (at least 1).
+pub fn event_with_users(i: u64, users: u64) -> (i64, String, &'static str, &'static str, i64) {
     let mut secs = BASE_SECS + (i / 10) as i64;
     // One event in 20 arrives up to 30 minutes late.
     if i % 20 == 7 {
         secs -= ((i * 7919) % 1800) as i64;
     }
-    let user = format!("u{}", (i * 7919) % 1000);
+    let user = format!("u{}", (i * 7919) % users.max(1));
     let service = SERVICES[(i % 4) as usize];
     let level = LEVELS[((i / 3) % 4) as usize];
     let value = ((i * 31) % 1000) as i64;
@@ -55,13 +64,23 @@ fn rows(f: u64, files: u64, events: u64) -> std::ops::Range<u64> {
 
 /// Writes `events` events as JSON lines in `files` files; returns the bytes written.
 pub fn generate_json(dir: &Path, events: u64, files: u64) -> std::io::Result<u64> {
+    generate_json_with_users(dir, events, files, USERS)
+}
+
+/// As [`generate_json`], with `users` distinct users.
+pub fn generate_json_with_users(
+    dir: &Path,
+    events: u64,
+    files: u64,
+    users: u64,
+) -> std::io::Result<u64> {
     std::fs::create_dir_all(dir)?;
     let mut bytes = 0u64;
     for f in 0..files {
         let path = dir.join(format!("events-{f:04}.json"));
         let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
         for i in rows(f, files, events) {
-            let (ts, user, service, level, value) = event(i);
+            let (ts, user, service, level, value) = event_with_users(i, users);
             let line = format!(
                 "{{\"ts\":\"{}\",\"user_id\":\"{user}\",\"service_name\":\"{service}\",\"level\":\"{level}\",\"value\":{value}}}\n",
                 iso_seconds(ts)
@@ -87,6 +106,16 @@ pub fn schema() -> Arc<Schema> {
 
 /// Writes the same events as Parquet files, `ts` kept as a string.
 pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
+    generate_parquet_with_users(dir, events, files, USERS)
+}
+
+/// As [`generate_parquet`], with `users` distinct users.
+pub fn generate_parquet_with_users(
+    dir: &Path,
+    events: u64,
+    files: u64,
+    distinct_users: u64,
+) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| dp::Error::io(dir, e))?;
     for f in 0..files {
         let path = dir.join(format!("events-{f:04}.parquet"));
@@ -95,7 +124,7 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
         let (mut ts, mut users, mut services, mut levels, mut values) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in rows(f, files, events) {
-            let (t, u, s, l, v) = event(i);
+            let (t, u, s, l, v) = event_with_users(i, distinct_users);
             ts.push(iso_seconds(t));
             users.push(u);
             services.push(s);
@@ -121,13 +150,20 @@ pub fn generate_parquet(dir: &Path, events: u64, files: u64) -> Result<()> {
 /// Generates (once) `events` events in `files` files under `data`:
 /// `data/json` and `data/parquet`.
 pub fn ensure_data(data: &Path, events: u64, files: u64) -> Result<()> {
+    ensure_data_with_users(data, events, files, USERS)
+}
+
+/// As [`ensure_data`], with `users` distinct users: more users make bigger
+/// dictionaries in the Parquet files' `user_id` column chunks (past about
+/// 90 000 users per file, parquet's writer falls back to plain strings).
+pub fn ensure_data_with_users(data: &Path, events: u64, files: u64, users: u64) -> Result<()> {
     crate::bench_data::ensure_generated(
         data,
         "string-timestamp events",
         events,
         files,
-        generate_json,
-        generate_parquet,
+        |dir, events, files| generate_json_with_users(dir, events, files, users),
+        |dir, events, files| generate_parquet_with_users(dir, events, files, users),
     )
 }
 
