@@ -39,9 +39,6 @@ use parquet::schema::types::ColumnDescPtr;
 /// Row marker for a null (no dictionary index).
 const NULL_ID: u32 = u32::MAX;
 
-/// Marker for an input dictionary entry not mapped to the chunk dictionary yet.
-const UNMAPPED: u32 = u32::MAX;
-
 /// Values per bit-packed group of the RLE / bit-packing hybrid encoding.
 const GROUP: usize = 8;
 
@@ -204,44 +201,75 @@ fn merge<'a>(
             )));
         }
         nulls += batch_nulls;
-        // Chunk dictionary id of each entry of this batch's dictionary.
-        let mut remap = vec![UNMAPPED; dict_values.len()];
-        for key in keys.iter() {
-            let Some(key) = key else {
-                rows.push(NULL_ID);
-                continue;
-            };
-            let slot = usize::try_from(key)
-                .ok()
-                .and_then(|k| remap.get_mut(k).map(|s| (k, s)));
-            let Some((k, slot)) = slot else {
-                return Err(ParquetError::General(format!(
-                    "column {}: dictionary key {} out of range for {} values",
-                    descr.path().string(),
-                    key,
-                    dict_values.len()
-                )));
-            };
-            if *slot == UNMAPPED {
-                let value = dict_values.value(k).as_bytes();
-                *slot = match lookup.get(value) {
-                    Some(&id) => id,
-                    None => {
-                        plain_size += 4 + value.len();
-                        if value.len() > config.max_value_len
-                            || plain_size >= config.dictionary_limit
-                            || values.len() >= i32::MAX as usize
-                        {
-                            return Ok(None);
-                        }
-                        let id = values.len() as u32;
-                        values.push(value);
-                        lookup.insert(value, id);
-                        id
+        // Which entries of this batch's dictionary the non-null rows use
+        // (one pass over the keys; a key out of range is an error).
+        let key_values = keys.values();
+        let mut used = vec![false; dict_values.len()];
+        let mut out_of_range = None;
+        match keys.nulls() {
+            None => {
+                for &k in key_values.iter() {
+                    match used.get_mut(k as usize) {
+                        Some(u) => *u = true,
+                        None => out_of_range = Some(k),
                     }
-                };
+                }
             }
-            rows.push(*slot);
+            Some(valid) => {
+                for (&k, v) in key_values.iter().zip(valid.iter()) {
+                    if v {
+                        match used.get_mut(k as usize) {
+                            Some(u) => *u = true,
+                            None => out_of_range = Some(k),
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(key) = out_of_range {
+            return Err(ParquetError::General(format!(
+                "column {}: dictionary key {} out of range for {} values",
+                descr.path().string(),
+                key,
+                dict_values.len()
+            )));
+        }
+        // Chunk dictionary id of each used entry: each used string hashed
+        // once per batch.
+        let mut remap = vec![NULL_ID; dict_values.len()];
+        for (k, slot) in remap.iter_mut().enumerate() {
+            if !used[k] {
+                continue;
+            }
+            let value = dict_values.value(k).as_bytes();
+            *slot = match lookup.get(value) {
+                Some(&id) => id,
+                None => {
+                    plain_size += 4 + value.len();
+                    if value.len() > config.max_value_len
+                        || plain_size >= config.dictionary_limit
+                        || values.len() >= i32::MAX as usize
+                    {
+                        return Ok(None);
+                    }
+                    let id = values.len() as u32;
+                    values.push(value);
+                    lookup.insert(value, id);
+                    id
+                }
+            };
+        }
+        // Every row's id: a gather; null rows get `NULL_ID`.
+        let start = rows.len();
+        rows.extend(
+            key_values
+                .iter()
+                .map(|&k| remap.get(k as usize).copied().unwrap_or(NULL_ID)),
+        );
+        if let Some(valid) = keys.nulls() {
+            for i in valid.iter().enumerate().filter(|(_, v)| !v).map(|(i, _)| i) {
+                rows[start + i] = NULL_ID;
+            }
         }
     }
     if values.is_empty() {
