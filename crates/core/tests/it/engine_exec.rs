@@ -1470,10 +1470,27 @@ fn strings_a_stage_only_compares_with_literals_or_passes_on_stay_dictionaries() 
             want.iter().map(|s| s.to_string()).collect()
         )
     );
-    // One batch with a plain `level`: the plan decodes the others.
+    // One batch with a plain `level`: the plan decodes the other batch's
+    // `level`; `user_id`, a dictionary in both, stays one.
     let mixed = vec![
         encoded[0].clone(),
         dictionary_encoded(&plain[1], &["user_id"]),
+    ];
+    assert_eq!(
+        types_and_rows(&mut plan, vec![mixed]),
+        (
+            vec![
+                timestamp.to_string(),
+                dictionary.to_string(),
+                "Int64".to_string()
+            ],
+            want.iter().map(|s| s.to_string()).collect()
+        )
+    );
+    // A plain `user_id` in one batch: decoded everywhere.
+    let mixed = vec![
+        encoded[0].clone(),
+        dictionary_encoded(&plain[1], &["level"]),
     ];
     assert_eq!(
         types_and_rows(&mut plan, vec![mixed]),

@@ -42,30 +42,71 @@ pub(crate) fn dictionary_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }
 
-/// A stage's plan reading some string columns of its leaf as dictionaries.
+/// The string columns of a stage's leaf that may stay dictionaries, and
+/// the stage's plans reading some of them so (built when first asked for).
 #[derive(Debug, Clone)]
 pub(super) struct DictionaryOutput {
     /// The leaf the stage reads.
     pub(super) leaf: usize,
-    /// The columns of the leaf's schema that must arrive as
-    /// `Dictionary(Int32, Utf8)` for [`physical`](Self::physical) to run.
-    pub(super) leaf_columns: Vec<usize>,
-    /// The stage's plan reading them so.
-    pub(super) physical: Arc<dyn ExecutionPlan>,
-    /// Its output schema: the stage's, with the columns those reach
-    /// unchanged typed `Dictionary(Int32, Utf8)`.
-    pub(super) schema: SchemaRef,
+    /// (slot output column, leaf column) of each column that may arrive as
+    /// `Dictionary(Int32, Utf8)`.
+    columns: Vec<(usize, usize)>,
+    slot: SlotExec,
+    /// The slot's ancestors, nearest first.
+    chain: Vec<Arc<dyn ExecutionPlan>>,
+    /// The stage's output schema.
+    schema: SchemaRef,
+    /// Built variants: (leaf columns read as dictionaries, plan, output schema).
+    variants: Vec<(Vec<usize>, Arc<dyn ExecutionPlan>, SchemaRef)>,
 }
 
-/// The variant of `physical` (a stage's plan, output schema `schema`) that
-/// reads as dictionaries the `Utf8` columns of its one leaf that it only
-/// compares with string literals, tests for NULL or passes on (see the
-/// module documentation); None when there is no such column or the plan is
-/// not a chain of projections, filters, repartitions and partition merges
-/// over one leaf.
+impl DictionaryOutput {
+    /// The leaf columns that may arrive as `Dictionary(Int32, Utf8)`.
+    pub(super) fn leaf_columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.columns.iter().map(|&(_, c)| c)
+    }
+
+    /// The stage's plan reading the leaf's `leaf_columns` (some of
+    /// [`leaf_columns`](Self::leaf_columns), in that order) as
+    /// dictionaries, and its output schema (the stage's, with the columns
+    /// they reach typed `Dictionary(Int32, Utf8)`); None when it cannot be
+    /// built.
+    pub(super) fn variant(
+        &mut self,
+        leaf_columns: &[usize],
+    ) -> Option<(Arc<dyn ExecutionPlan>, SchemaRef)> {
+        if let Some((_, plan, schema)) = self.variants.iter().find(|v| v.0 == leaf_columns) {
+            return Some((plan.clone(), schema.clone()));
+        }
+        let slot_columns: Vec<usize> = self
+            .columns
+            .iter()
+            .filter(|(_, c)| leaf_columns.contains(c))
+            .map(|&(s, _)| s)
+            .collect();
+        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(self.slot.with_dictionaries(&slot_columns));
+        for node in &self.chain {
+            plan = rebuild(node, vec![plan]).ok()?;
+        }
+        let schema = plan.schema();
+        if !same_but_dictionaries(&self.schema, &schema) {
+            return None;
+        }
+        self.variants
+            .push((leaf_columns.to_vec(), plan.clone(), schema.clone()));
+        Some((plan, schema))
+    }
+}
+
+/// The string columns of the one leaf of `physical` (a stage's plan,
+/// output schema `schema`) that it only compares with string literals,
+/// tests for NULL or passes on (see the module documentation), with the
+/// plan reading all of them as dictionaries built and checked; None when
+/// there is no such column or the plan is not a chain of projections,
+/// filters, repartitions and partition merges over one leaf.
 pub(super) fn dictionary_output(
     physical: &Arc<dyn ExecutionPlan>,
-    schema: &Schema,
+    schema: &SchemaRef,
 ) -> Option<DictionaryOutput> {
     // The chain from the stage's root down to its slot.
     let mut chain: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
@@ -89,28 +130,25 @@ pub(super) fn dictionary_output(
     // Ancestors of the slot, nearest first.
     chain.reverse();
     let slot_schema = slot.schema();
-    let columns: Vec<usize> = (0..slot_schema.fields().len())
+    let columns = (0..slot_schema.fields().len())
         .filter(|&c| slot_schema.field(c).data_type() == &DataType::Utf8)
         .filter(|&c| only_compared_or_passed(c, &chain))
-        .collect();
+        .map(|c| slot.table_column(c).map(|t| (c, t)))
+        .collect::<Option<Vec<(usize, usize)>>>()?;
     if columns.is_empty() {
         return None;
     }
-    let leaf_columns = columns
-        .iter()
-        .map(|&c| slot.table_column(c))
-        .collect::<Option<Vec<usize>>>()?;
-    let mut plan: Arc<dyn ExecutionPlan> = Arc::new(slot.with_dictionaries(&columns));
-    for node in &chain {
-        plan = rebuild(node, vec![plan]).ok()?;
-    }
-    let variant = plan.schema();
-    same_but_dictionaries(schema, &variant).then(|| DictionaryOutput {
+    let mut output = DictionaryOutput {
         leaf: slot.index,
-        leaf_columns,
-        physical: plan,
-        schema: variant,
-    })
+        columns,
+        slot,
+        chain,
+        schema: schema.clone(),
+        variants: Vec::new(),
+    };
+    let all: Vec<usize> = output.leaf_columns().collect();
+    output.variant(&all)?;
+    Some(output)
 }
 
 /// True when `variant` has `original`'s fields, names and nullability,

@@ -569,8 +569,9 @@ impl CompiledPlan {
     /// when the plan is one stage over one leaf that only compares `Utf8`
     /// columns with string literals, tests them for NULL or passes them on,
     /// those columns of the leaf may arrive as `Dictionary(Int32, Utf8)`
-    /// ([`leaf_dictionary_columns`](Self::leaf_dictionary_columns)) and a
-    /// batch whose rows all have them so gives them to the output so: the
+    /// ([`leaf_dictionary_columns`](Self::leaf_dictionary_columns)), and
+    /// those that every input batch of a micro-batch has so (the others
+    /// are decoded) reach the output so: the
     /// rows of [`BatchOutput::rows`] may then carry `Dictionary(Int32, Utf8)`
     /// where [`schema`](Self::schema) says `Utf8` (the same values). Call it
     /// after [`push_timestamps_into_leaves`](Self::push_timestamps_into_leaves),
@@ -587,7 +588,7 @@ impl CompiledPlan {
             return false;
         };
         if let Some(flags) = self.dictionary_columns.get_mut(output.leaf) {
-            for &c in &output.leaf_columns {
+            for c in output.leaf_columns() {
                 if let Some(flag) = flags.get_mut(c) {
                     *flag = true;
                 }
@@ -652,28 +653,36 @@ impl CompiledPlan {
             }
             checked.push(v);
         }
-        // Dictionary-encoded string columns pass through when every batch of
-        // the leaf has them so; otherwise they are decoded for the plan.
+        // Dictionary-encoded string columns pass through where every batch
+        // of the leaf has them so; the others are decoded for the plan.
         let mut output_schema = self.schema.clone();
         let mut swapped = None;
-        if let Some(d) = &self.dictionary_output {
+        if let Some(d) = self.dictionary_output.as_mut() {
             if let Some(batches) = checked.get_mut(d.leaf) {
-                let all_dictionaries = batches.iter().all(|b| {
-                    d.leaf_columns.iter().all(|&c| {
-                        b.columns()
-                            .get(c)
-                            .is_some_and(|a| dictionary_ids::is_string_dictionary(a.data_type()))
-                    })
-                });
-                if all_dictionaries && !batches.is_empty() {
-                    output_schema = d.schema.clone();
-                    swapped = Some(std::mem::replace(
-                        &mut self.root.physical,
-                        d.physical.clone(),
-                    ));
+                let is_dictionary = |b: &RecordBatch, c: usize| {
+                    b.columns()
+                        .get(c)
+                        .is_some_and(|a| dictionary_ids::is_string_dictionary(a.data_type()))
+                };
+                let (mut keep, mut decode): (Vec<usize>, Vec<usize>) =
+                    d.leaf_columns().partition(|&c| {
+                        !batches.is_empty() && batches.iter().all(|b| is_dictionary(b, c))
+                    });
+                let variant = if keep.is_empty() {
+                    None
                 } else {
+                    d.variant(&keep)
+                };
+                match variant {
+                    Some((physical, schema)) => {
+                        output_schema = schema;
+                        swapped = Some(std::mem::replace(&mut self.root.physical, physical));
+                    }
+                    None => decode.append(&mut keep),
+                }
+                if !decode.is_empty() {
                     for b in batches.iter_mut() {
-                        *b = decode_dictionaries(&self.flow, b, &d.leaf_columns)?;
+                        *b = decode_dictionaries(&self.flow, b, &decode)?;
                     }
                 }
             }

@@ -181,6 +181,11 @@ fn merge<'a>(
     }
     let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
     let mut nulls = 0usize;
+    // The last batch's dictionary (its buffers' addresses and length) and
+    // the chunk id of each of its entries: batches read from one Parquet
+    // column chunk share their dictionary, whose entries are then hashed
+    // once for all of them.
+    let mut last: Option<((usize, usize, usize), Vec<u32>)> = None;
     for column in columns {
         let Some(dict) = column.as_any().downcast_ref::<DictionaryArray<Int32Type>>() else {
             return Ok(None);
@@ -235,10 +240,18 @@ fn merge<'a>(
             )));
         }
         // Chunk dictionary id of each used entry: each used string hashed
-        // once per batch.
-        let mut remap = vec![NULL_ID; dict_values.len()];
+        // once per dictionary.
+        let identity = (
+            dict_values.values().as_ptr() as usize,
+            dict_values.offsets().as_ptr() as usize,
+            dict_values.len(),
+        );
+        let mut remap = match last.take() {
+            Some((id, remap)) if id == identity => remap,
+            _ => vec![NULL_ID; dict_values.len()],
+        };
         for (k, slot) in remap.iter_mut().enumerate() {
-            if !used[k] {
+            if !used[k] || *slot != NULL_ID {
                 continue;
             }
             let value = dict_values.value(k).as_bytes();
@@ -271,6 +284,7 @@ fn merge<'a>(
                 rows[start + i] = NULL_ID;
             }
         }
+        last = Some((identity, remap));
     }
     if values.is_empty() {
         return Ok(None);
@@ -298,10 +312,10 @@ fn max_rle_size(width: u8, n: usize) -> usize {
 
 /// Per-page statistics of the rows being collected.
 struct PageStats {
-    /// Smallest sort rank of a non-null value.
-    min_rank: u32,
-    /// Largest sort rank of a non-null value.
-    max_rank: u32,
+    /// Dictionary id of the smallest non-null value.
+    min_id: u32,
+    /// Dictionary id of the largest non-null value.
+    max_id: u32,
     /// Null rows.
     nulls: u64,
     /// Bytes of the non-null values (unencoded).
@@ -317,21 +331,36 @@ fn write_chunk(
     merged: &Merged<'_>,
 ) -> Result<(Bytes, ColumnCloseResult)> {
     let dict_len = merged.values.len();
-    // Sort rank of every dictionary entry (unsigned byte-wise order).
-    let mut order: Vec<u32> = (0..dict_len as u32).collect();
-    order.sort_unstable_by(|&a, &b| merged.values[a as usize].cmp(merged.values[b as usize]));
-    let mut rank = vec![0u32; dict_len];
-    for (r, &id) in order.iter().enumerate() {
-        rank[id as usize] = r as u32;
-    }
-    let value_len: Vec<i64> = merged.values.iter().map(|v| v.len() as i64).collect();
-    let by_rank = |r: u32| -> Result<ByteArray> {
-        order
-            .get(r as usize)
-            .and_then(|&id| merged.values.get(id as usize))
-            .map(|v| ByteArray::from(v.to_vec()))
-            .ok_or_else(|| ParquetError::General("internal error: rank out of range".into()))
+    // Values are ordered (unsigned byte-wise) by their sort rank when
+    // sorting the dictionary costs less than comparing each page's
+    // distinct values (at most two comparisons per row), else directly.
+    let sort_cost = dict_len.saturating_mul(dict_len.max(2).ilog2() as usize);
+    let rank: Option<Vec<u32>> = (sort_cost < 2 * merged.rows.len()).then(|| {
+        let mut order: Vec<u32> = (0..dict_len as u32).collect();
+        order.sort_unstable_by(|&a, &b| merged.values[a as usize].cmp(merged.values[b as usize]));
+        let mut rank = vec![0u32; dict_len];
+        for (r, &id) in order.iter().enumerate() {
+            rank[id as usize] = r as u32;
+        }
+        rank
+    });
+    let less = |a: u32, b: u32| -> bool {
+        match &rank {
+            Some(rank) => rank[a as usize] < rank[b as usize],
+            None => merged.values[a as usize] < merged.values[b as usize],
+        }
     };
+    let value_len: Vec<i64> = merged.values.iter().map(|v| v.len() as i64).collect();
+    let by_id = |id: u32| -> Result<ByteArray> {
+        merged
+            .values
+            .get(id as usize)
+            .map(|v| ByteArray::from(v.to_vec()))
+            .ok_or_else(|| ParquetError::General("internal error: id out of range".into()))
+    };
+    // The page each id was last seen in (its value compared once per page).
+    let mut seen_in_page = vec![u32::MAX; dict_len];
+    let mut chunk_min_max: Option<(u32, u32)> = None;
     let width = bit_width(dict_len as u64 - 1);
 
     let mut sink = TrackedWrite::new(Vec::new());
@@ -374,6 +403,7 @@ fn write_chunk(
     let mut offset_index = config.offset_index.then(OffsetIndexBuilder::new);
     let (mut ascending, mut descending) = (true, true);
     let mut last_min_max: Option<(u32, u32)> = None;
+    let mut page_number = 0u32;
     let mut data_page_offset: Option<i64> = None;
     let mut pages = 0i32;
     let mut total_value_bytes = 0i64;
@@ -388,11 +418,12 @@ fn write_chunk(
         indices.clear();
         levels.clear();
         let mut stats = PageStats {
-            min_rank: u32::MAX,
-            max_rank: 0,
+            min_id: NULL_ID,
+            max_id: NULL_ID,
             nulls: 0,
             value_bytes: 0,
         };
+        page_number += 1;
         let mut end = start;
         while end < rows.len() && end - start < config.page_rows {
             let id = rows[end];
@@ -402,11 +433,19 @@ fn write_chunk(
                 levels.push(0);
                 continue;
             }
-            let r = *rank
-                .get(id as usize)
+            let seen = seen_in_page
+                .get_mut(id as usize)
                 .ok_or_else(|| ParquetError::General("internal error: id out of range".into()))?;
-            stats.min_rank = stats.min_rank.min(r);
-            stats.max_rank = stats.max_rank.max(r);
+            if *seen != page_number {
+                *seen = page_number;
+                if stats.min_id == NULL_ID {
+                    (stats.min_id, stats.max_id) = (id, id);
+                } else if less(id, stats.min_id) {
+                    stats.min_id = id;
+                } else if less(stats.max_id, id) {
+                    stats.max_id = id;
+                }
+            }
             stats.value_bytes += value_len[id as usize];
             levels.push(1);
             indices.push(id);
@@ -433,7 +472,22 @@ fn write_chunk(
         let min_max = if null_page {
             None
         } else {
-            Some((by_rank(stats.min_rank)?, by_rank(stats.max_rank)?))
+            chunk_min_max = Some(match chunk_min_max {
+                None => (stats.min_id, stats.max_id),
+                Some((min, max)) => (
+                    if less(stats.min_id, min) {
+                        stats.min_id
+                    } else {
+                        min
+                    },
+                    if less(max, stats.max_id) {
+                        stats.max_id
+                    } else {
+                        max
+                    },
+                ),
+            });
+            Some((by_id(stats.min_id)?, by_id(stats.max_id)?))
         };
         let header_statistics = match &min_max {
             Some((min, max)) if config.page_header_statistics => Some(Statistics::ByteArray(
@@ -481,14 +535,14 @@ fn write_chunk(
                 None => column_index.append(true, vec![], vec![], stats.nulls as i64),
                 Some((min, max)) => {
                     if let Some((last_min, last_max)) = last_min_max {
-                        if last_min > stats.min_rank || last_max > stats.max_rank {
+                        if less(stats.min_id, last_min) || less(stats.max_id, last_max) {
                             ascending = false;
                         }
-                        if stats.min_rank > last_min || stats.max_rank > last_max {
+                        if less(last_min, stats.min_id) || less(last_max, stats.max_id) {
                             descending = false;
                         }
                     }
-                    last_min_max = Some((stats.min_rank, stats.max_rank));
+                    last_min_max = Some((stats.min_id, stats.max_id));
                     column_index.append(
                         false,
                         min.data().to_vec(),
@@ -533,11 +587,10 @@ fn write_chunk(
         .set_num_values(rows.len() as i64)
         .set_data_page_offset(data_page_offset.unwrap_or(0))
         .set_dictionary_page_offset(Some(dictionary_offset));
-    if collect_stats {
-        let (first, last) = (0u32, dict_len as u32 - 1);
+    if let (true, Some((first, last))) = (collect_stats, chunk_min_max) {
         let statistics = ValueStatistics::new(
-            Some(by_rank(first)?),
-            Some(by_rank(last)?),
+            Some(by_id(first)?),
+            Some(by_id(last)?),
             None,
             Some(merged.nulls as u64),
             false,
