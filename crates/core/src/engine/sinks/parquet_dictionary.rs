@@ -1,4 +1,5 @@
-//! Direct dictionary encoding of string column chunks for the parquet sink.
+//! Direct dictionary encoding of string and 64-bit integer column chunks
+//! for the parquet sink.
 //!
 //! String columns reach the parquet sink as `Dictionary(Int32, Utf8)` arrays,
 //! each input batch with its own dictionary. parquet's `ArrowColumnWriter`
@@ -7,7 +8,10 @@
 //! column chunk directly instead: it merges the distinct values of the input
 //! dictionaries once (one hash per used dictionary entry per batch), remaps
 //! the keys with integer work only, and writes a PLAIN dictionary page
-//! followed by v1 `RLE_DICTIONARY` data pages. Statistics, the page index
+//! followed by v1 `RLE_DICTIONARY` data pages. `Int64` and timestamp
+//! columns are interned here too, into an open-addressing table of their
+//! own (a row equal to the one before it costs no lookup: event times come
+//! in runs), and written the same way. Statistics, the page index
 //! (column index and offset index), level histograms, encodings and encoding
 //! stats are built exactly as `ArrowWriter` builds them, so the resulting
 //! file is indistinguishable from one written by parquet except for page
@@ -59,8 +63,17 @@ pub(crate) fn is_dictionary_strings(columns: &[ArrayRef]) -> bool {
     })
 }
 
+/// True when every array holds 64-bit integers that parquet writes as they
+/// are to an INT64 column: `Int64` and timestamps of any unit.
+pub(crate) fn is_int64_values(columns: &[ArrayRef]) -> bool {
+    columns
+        .iter()
+        .all(|c| matches!(c.data_type(), DataType::Int64 | DataType::Timestamp(_, _)))
+}
+
 /// Encodes one column chunk of a row group from `columns` (the chunk's rows, in order,
-/// each `Dictionary(Int32, Utf8)`), for leaf column `descr` of a file written with `props`.
+/// each `Dictionary(Int32, Utf8)` for a BYTE_ARRAY column, or `Int64` / timestamps for an
+/// INT64 one, see [`is_int64_values`]), for leaf column `descr` of a file written with `props`.
 /// Returns the chunk's bytes (offsets in the returned metadata relative to 0, i.e. the bytes
 /// start at the chunk's first page) and the `ColumnCloseResult` to hand to
 /// `SerializedRowGroupWriter::append_column(&bytes, close)`;
@@ -73,7 +86,12 @@ pub(crate) fn encode(
     let Some(config) = Config::new(descr, props, columns) else {
         return Ok(None);
     };
-    let Some(merged) = merge(descr, &config, columns)? else {
+    let merged = if descr.physical_type() == PhysicalType::INT64 {
+        merge_int64(descr, &config, columns)?
+    } else {
+        merge(descr, &config, columns)?
+    };
+    let Some(merged) = merged else {
         return Ok(None);
     };
     write_chunk(descr, props, &config, &merged).map(Some)
@@ -104,15 +122,22 @@ struct Config {
 impl Config {
     /// The configuration for `descr`, or `None` when this path does not apply.
     fn new(descr: &ColumnDescPtr, props: &WriterProperties, columns: &[ArrayRef]) -> Option<Self> {
-        if columns.is_empty() || !is_dictionary_strings(columns) {
+        let kind_fits = match descr.physical_type() {
+            PhysicalType::BYTE_ARRAY => {
+                is_dictionary_strings(columns) && descr.sort_order() == SortOrder::UNSIGNED
+            }
+            PhysicalType::INT64 => {
+                is_int64_values(columns) && descr.sort_order() == SortOrder::SIGNED
+            }
+            _ => false,
+        };
+        if columns.is_empty() || !kind_fits {
             return None;
         }
         let path = descr.path();
         let flat = path.parts().len() == 1
-            && descr.physical_type() == PhysicalType::BYTE_ARRAY
             && descr.max_rep_level() == 0
-            && (0..=1).contains(&descr.max_def_level())
-            && descr.sort_order() == SortOrder::UNSIGNED;
+            && (0..=1).contains(&descr.max_def_level());
         if !flat
             || !props.dictionary_enabled(path)
             || props.bloom_filter_properties(path).is_some()
@@ -154,10 +179,91 @@ impl Config {
     }
 }
 
+/// The distinct values of a chunk's dictionary; the index is the dictionary id.
+enum DictValues<'a> {
+    /// BYTE_ARRAY values (strings), ordered as unsigned bytes.
+    Bytes(Vec<&'a [u8]>),
+    /// INT64 values (integers, timestamps), ordered as signed integers.
+    Int64(Vec<i64>),
+}
+
+impl DictValues<'_> {
+    fn len(&self) -> usize {
+        match self {
+            DictValues::Bytes(v) => v.len(),
+            DictValues::Int64(v) => v.len(),
+        }
+    }
+
+    /// The dictionary page's PLAIN encoding of the values.
+    fn plain(&self) -> Vec<u8> {
+        match self {
+            DictValues::Bytes(values) => {
+                let len: usize = values.iter().map(|v| 4 + v.len()).sum();
+                let mut plain = Vec::with_capacity(len);
+                for v in values {
+                    plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    plain.extend_from_slice(v);
+                }
+                plain
+            }
+            DictValues::Int64(values) => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Statistics with the values of ids `min` and `max` (exact), as
+    /// parquet's column writer makes them for a page header or (`chunk`) a
+    /// column chunk.
+    fn statistics(&self, min: u32, max: u32, nulls: u64, chunk: bool) -> Result<Statistics> {
+        let out_of_range = || ParquetError::General("internal error: id out of range".into());
+        Ok(match self {
+            DictValues::Bytes(values) => {
+                let get = |id: u32| -> Result<ByteArray> {
+                    let v = values.get(id as usize).ok_or_else(out_of_range)?;
+                    Ok(ByteArray::from(v.to_vec()))
+                };
+                Statistics::ByteArray(
+                    ValueStatistics::new(
+                        Some(get(min)?),
+                        Some(get(max)?),
+                        None,
+                        Some(nulls),
+                        false,
+                    )
+                    .with_min_is_exact(true)
+                    .with_max_is_exact(true),
+                )
+            }
+            DictValues::Int64(values) => {
+                let get = |id: u32| values.get(id as usize).copied().ok_or_else(out_of_range);
+                Statistics::Int64(
+                    ValueStatistics::new(
+                        Some(get(min)?),
+                        Some(get(max)?),
+                        None,
+                        Some(nulls),
+                        false,
+                    )
+                    .with_backwards_compatible_min_max(chunk),
+                )
+            }
+        })
+    }
+
+    /// The column index's bytes of the value of `id` (parquet's `as_bytes`).
+    fn index_bytes(&self, id: u32) -> Vec<u8> {
+        match self {
+            DictValues::Bytes(values) => values.get(id as usize).map(|v| v.to_vec()),
+            DictValues::Int64(values) => values.get(id as usize).map(|v| v.to_le_bytes().to_vec()),
+        }
+        .unwrap_or_default()
+    }
+}
+
 /// The chunk's dictionary and its rows as indices into it.
 struct Merged<'a> {
     /// Distinct values in first-appearance order; the index is the dictionary id.
-    values: Vec<&'a [u8]>,
+    values: DictValues<'a>,
     /// Dictionary id of every row, `NULL_ID` for nulls.
     rows: Vec<u32>,
     /// Number of null rows.
@@ -290,7 +396,161 @@ fn merge<'a>(
         return Ok(None);
     }
     Ok(Some(Merged {
-        values,
+        values: DictValues::Bytes(values),
+        rows,
+        nulls,
+    }))
+}
+
+/// The raw 64-bit values of an `Int64` or timestamp array.
+fn int64_values(column: &ArrayRef) -> Option<&[i64]> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{
+        Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+        TimestampNanosecondType, TimestampSecondType,
+    };
+    Some(match column.data_type() {
+        DataType::Int64 => column.as_primitive::<Int64Type>().values(),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            column.as_primitive::<TimestampSecondType>().values()
+        }
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            column.as_primitive::<TimestampMillisecondType>().values()
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            column.as_primitive::<TimestampMicrosecondType>().values()
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            column.as_primitive::<TimestampNanosecondType>().values()
+        }
+        _ => return None,
+    })
+}
+
+/// An open-addressing table of distinct `i64` values (ids into `values`).
+struct Int64Interner {
+    /// Dictionary id per slot, `NULL_ID` when empty; a power of two long.
+    slots: Vec<u32>,
+    /// `64 - log2(slots.len())`: a value's slot is its hash shifted by it.
+    shift: u32,
+    values: Vec<i64>,
+}
+
+impl Int64Interner {
+    fn new() -> Self {
+        Int64Interner {
+            slots: vec![NULL_ID; 1024],
+            shift: 64 - 10,
+            values: Vec::new(),
+        }
+    }
+
+    /// Fibonacci hashing: the high bits of the product depend on every bit
+    /// of the value (timestamps' low bits are often zero).
+    fn slot(&self, v: i64) -> usize {
+        ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// The id of `v`, added when new.
+    fn intern(&mut self, v: i64) -> u32 {
+        let mask = self.slots.len() - 1;
+        let mut s = self.slot(v);
+        loop {
+            let id = self.slots[s];
+            if id == NULL_ID {
+                break;
+            }
+            if self.values[id as usize] == v {
+                return id;
+            }
+            s = (s + 1) & mask;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(v);
+        self.slots[s] = id;
+        if self.values.len() * 2 > self.slots.len() {
+            self.grow();
+        }
+        id
+    }
+
+    /// Doubles the table and places every value again.
+    fn grow(&mut self) {
+        let len = self.slots.len() * 2;
+        self.slots = vec![NULL_ID; len];
+        self.shift -= 1;
+        let mask = len - 1;
+        for (id, &v) in self.values.iter().enumerate() {
+            let mut s = self.slot(v);
+            while self.slots[s] != NULL_ID {
+                s = (s + 1) & mask;
+            }
+            self.slots[s] = id as u32;
+        }
+    }
+}
+
+/// Interns the rows of `Int64` / timestamp `columns` into the chunk
+/// dictionary; `None` when the dictionary would pass the dictionary page
+/// limit (parquet's writer then falls back to PLAIN pages) or every row is
+/// null.
+fn merge_int64<'a>(
+    descr: &ColumnDescPtr,
+    config: &Config,
+    columns: &'a [ArrayRef],
+) -> Result<Option<Merged<'a>>> {
+    let rows_len: usize = columns.iter().map(|c| c.len()).sum();
+    if rows_len == 0 {
+        return Ok(None);
+    }
+    let mut interner = Int64Interner::new();
+    let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
+    let mut nulls = 0usize;
+    // The previous row's value and id: equal neighbours cost no lookup.
+    let mut last: Option<(i64, u32)> = None;
+    for column in columns {
+        let Some(values) = int64_values(column) else {
+            return Ok(None);
+        };
+        let batch_nulls = column.null_count();
+        if batch_nulls > 0 && !config.nullable {
+            return Err(ParquetError::General(format!(
+                "column {} is required but holds {} null value(s)",
+                descr.path().string(),
+                batch_nulls
+            )));
+        }
+        nulls += batch_nulls;
+        let mut id_of = |v: i64| match last {
+            Some((lv, id)) if lv == v => id,
+            _ => {
+                let id = interner.intern(v);
+                last = Some((v, id));
+                id
+            }
+        };
+        match column.nulls().filter(|n| n.null_count() > 0) {
+            None => rows.extend(values.iter().map(|&v| id_of(v))),
+            Some(valid) => rows.extend(values.iter().zip(valid.iter()).map(|(&v, ok)| {
+                if ok {
+                    id_of(v)
+                } else {
+                    NULL_ID
+                }
+            })),
+        }
+        // parquet's writer falls back once the PLAIN dictionary reaches the limit.
+        if interner.values.len().saturating_mul(8) >= config.dictionary_limit
+            || interner.values.len() >= i32::MAX as usize
+        {
+            return Ok(None);
+        }
+    }
+    if nulls == rows_len {
+        return Ok(None);
+    }
+    Ok(Some(Merged {
+        values: DictValues::Int64(interner.values),
         rows,
         nulls,
     }))
@@ -331,33 +591,35 @@ fn write_chunk(
     merged: &Merged<'_>,
 ) -> Result<(Bytes, ColumnCloseResult)> {
     let dict_len = merged.values.len();
-    // Values are ordered (unsigned byte-wise) by their sort rank when
+    // Strings are ordered (unsigned byte-wise) by their sort rank when
     // sorting the dictionary costs less than comparing each page's
     // distinct values (at most two comparisons per row), else directly.
     let sort_cost = dict_len.saturating_mul(dict_len.max(2).ilog2() as usize);
-    let rank: Option<Vec<u32>> = (sort_cost < 2 * merged.rows.len()).then(|| {
-        let mut order: Vec<u32> = (0..dict_len as u32).collect();
-        order.sort_unstable_by(|&a, &b| merged.values[a as usize].cmp(merged.values[b as usize]));
-        let mut rank = vec![0u32; dict_len];
-        for (r, &id) in order.iter().enumerate() {
-            rank[id as usize] = r as u32;
+    let rank: Option<Vec<u32>> = match &merged.values {
+        DictValues::Bytes(values) if sort_cost < 2 * merged.rows.len() => {
+            let mut order: Vec<u32> = (0..dict_len as u32).collect();
+            order.sort_unstable_by(|&a, &b| values[a as usize].cmp(values[b as usize]));
+            let mut rank = vec![0u32; dict_len];
+            for (r, &id) in order.iter().enumerate() {
+                rank[id as usize] = r as u32;
+            }
+            Some(rank)
         }
-        rank
-    });
+        _ => None,
+    };
     let less = |a: u32, b: u32| -> bool {
-        match &rank {
-            Some(rank) => rank[a as usize] < rank[b as usize],
-            None => merged.values[a as usize] < merged.values[b as usize],
+        match (&merged.values, &rank) {
+            (DictValues::Int64(values), _) => values[a as usize] < values[b as usize],
+            (DictValues::Bytes(_), Some(rank)) => rank[a as usize] < rank[b as usize],
+            (DictValues::Bytes(values), None) => values[a as usize] < values[b as usize],
         }
     };
-    let value_len: Vec<i64> = merged.values.iter().map(|v| v.len() as i64).collect();
-    let by_id = |id: u32| -> Result<ByteArray> {
-        merged
-            .values
-            .get(id as usize)
-            .map(|v| ByteArray::from(v.to_vec()))
-            .ok_or_else(|| ParquetError::General("internal error: id out of range".into()))
+    // Unencoded bytes of each value (recorded for BYTE_ARRAY columns only).
+    let value_len: Vec<i64> = match &merged.values {
+        DictValues::Bytes(values) => values.iter().map(|v| v.len() as i64).collect(),
+        DictValues::Int64(_) => Vec::new(),
     };
+    let byte_array = !value_len.is_empty();
     // The page each id was last seen in (its value compared once per page).
     let mut seen_in_page = vec![u32::MAX; dict_len];
     let mut chunk_min_max: Option<(u32, u32)> = None;
@@ -369,13 +631,8 @@ fn write_chunk(
     let mut total_uncompressed = 0u64;
     let mut bytes_written = 0u64;
 
-    // Dictionary page: PLAIN, each value as a 4-byte length and its bytes.
-    let plain_len: usize = merged.values.iter().map(|v| 4 + v.len()).sum();
-    let mut plain = Vec::with_capacity(plain_len);
-    for v in &merged.values {
-        plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        plain.extend_from_slice(v);
-    }
+    // Dictionary page: PLAIN (a string as a 4-byte length and its bytes).
+    let plain = merged.values.plain();
     let uncompressed = plain.len();
     let dict_page = Page::DictionaryPage {
         buf: compress(config.codec, plain)?,
@@ -396,7 +653,7 @@ fn write_chunk(
     } else {
         None
     };
-    let mut column_index = ColumnIndexBuilder::new(PhysicalType::BYTE_ARRAY);
+    let mut column_index = ColumnIndexBuilder::new(descr.physical_type());
     if config.statistics != EnabledStatistics::Page {
         column_index.to_invalid();
     }
@@ -446,7 +703,9 @@ fn write_chunk(
                     stats.max_id = id;
                 }
             }
-            stats.value_bytes += value_len[id as usize];
+            if byte_array {
+                stats.value_bytes += value_len[id as usize];
+            }
             levels.push(1);
             indices.push(id);
             if 1 + max_rle_size(width, indices.len()) >= config.page_bytes {
@@ -487,20 +746,12 @@ fn write_chunk(
                     },
                 ),
             });
-            Some((by_id(stats.min_id)?, by_id(stats.max_id)?))
+            Some((stats.min_id, stats.max_id))
         };
-        let header_statistics = match &min_max {
-            Some((min, max)) if config.page_header_statistics => Some(Statistics::ByteArray(
-                ValueStatistics::new(
-                    Some(min.clone()),
-                    Some(max.clone()),
-                    None,
-                    Some(stats.nulls),
-                    false,
-                )
-                .with_min_is_exact(true)
-                .with_max_is_exact(true),
-            )),
+        let header_statistics = match min_max {
+            Some((min, max)) if config.page_header_statistics => {
+                Some(merged.values.statistics(min, max, stats.nulls, false)?)
+            }
             _ => None,
         };
         let page = Page::DataPage {
@@ -531,7 +782,7 @@ fn write_chunk(
             chunk.add(page);
         }
         if column_index.valid() {
-            match &min_max {
+            match min_max {
                 None => column_index.append(true, vec![], vec![], stats.nulls as i64),
                 Some((min, max)) => {
                     if let Some((last_min, last_max)) = last_min_max {
@@ -545,8 +796,8 @@ fn write_chunk(
                     last_min_max = Some((stats.min_id, stats.max_id));
                     column_index.append(
                         false,
-                        min.data().to_vec(),
-                        max.data().to_vec(),
+                        merged.values.index_bytes(min),
+                        merged.values.index_bytes(max),
                         stats.nulls as i64,
                     );
                 }
@@ -556,7 +807,7 @@ fn write_chunk(
         if let Some(builder) = offset_index.as_mut() {
             builder.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
             builder.append_row_count(page_rows as i64);
-            builder.append_unencoded_byte_array_data_bytes(Some(stats.value_bytes));
+            builder.append_unencoded_byte_array_data_bytes(byte_array.then_some(stats.value_bytes));
         }
     }
     writer.close()?;
@@ -588,18 +839,12 @@ fn write_chunk(
         .set_data_page_offset(data_page_offset.unwrap_or(0))
         .set_dictionary_page_offset(Some(dictionary_offset));
     if let (true, Some((first, last))) = (collect_stats, chunk_min_max) {
-        let statistics = ValueStatistics::new(
-            Some(by_id(first)?),
-            Some(by_id(last)?),
-            None,
-            Some(merged.nulls as u64),
-            false,
-        )
-        .with_min_is_exact(true)
-        .with_max_is_exact(true);
+        let statistics = merged
+            .values
+            .statistics(first, last, merged.nulls as u64, true)?;
         builder = builder
-            .set_statistics(Statistics::ByteArray(statistics))
-            .set_unencoded_byte_array_data_bytes(Some(total_value_bytes))
+            .set_statistics(statistics)
+            .set_unencoded_byte_array_data_bytes(byte_array.then_some(total_value_bytes))
             .set_repetition_level_histogram(None)
             .set_definition_level_histogram(chunk_def_hist);
     }
@@ -1339,6 +1584,356 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("column s "), "{message}");
         assert!(encode(&descr(true), &props, &cols).expect("ok").is_some());
+    }
+
+    /// Writes `columns` (of type `data_type`) as the only column `t` of a
+    /// file, once through `encode` and once through `ArrowWriter`, and
+    /// checks that both read back the same and carry the same chunk
+    /// statistics, encodings and histograms, and that our page index and
+    /// page header statistics match each page's rows. Returns the number of
+    /// data pages `encode` wrote.
+    fn check_int64(
+        data_type: DataType,
+        nullable: bool,
+        props: &WriterProperties,
+        columns: &[ArrayRef],
+    ) -> usize {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![Field::new("t", data_type, nullable)]));
+        let (mut file, _factory) =
+            ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props.clone()))
+                .expect("writer")
+                .into_serialized_writer()
+                .expect("serialized writer");
+        let descr = file.schema_descr().column(0);
+        let file_props = file.properties().clone();
+        let (bytes, close) = encode(&descr, &file_props, columns)
+            .expect("encode")
+            .expect("encode applies");
+        let mut rg = file.next_row_group().expect("row group");
+        rg.append_column(&bytes, close.clone()).expect("append");
+        rg.close().expect("close row group");
+        let ours = Bytes::from(file.into_inner().expect("finish"));
+
+        let refs: Vec<&dyn Array> = columns.iter().map(|c| c.as_ref()).collect();
+        let all = concat(&refs).expect("concat");
+        let mut w =
+            ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props.clone())).expect("writer");
+        w.write(&RecordBatch::try_new(schema.clone(), vec![all.clone()]).expect("batch"))
+            .expect("write");
+        let reference = Bytes::from(w.into_inner().expect("finish"));
+
+        let read = |file: &Bytes| -> (ArrayRef, Arc<ParquetMetaData>) {
+            let options =
+                ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new_with_options(file.clone(), options)
+                    .expect("reader");
+            assert_eq!(builder.schema().as_ref(), schema.as_ref());
+            let metadata = builder.metadata().clone();
+            let batches: Vec<RecordBatch> = builder
+                .build()
+                .expect("build")
+                .collect::<std::result::Result<_, _>>()
+                .expect("read");
+            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(0).as_ref()).collect();
+            (concat(&parts).expect("concat"), metadata)
+        };
+        let (our_rows, our_meta) = read(&ours);
+        let (ref_rows, ref_meta) = read(&reference);
+        assert_eq!(&our_rows, &all);
+        assert_eq!(&ref_rows, &all);
+        let (o, r) = (
+            our_meta.row_group(0).column(0),
+            ref_meta.row_group(0).column(0),
+        );
+        assert_eq!(o.statistics(), r.statistics());
+        assert_eq!(o.num_values(), r.num_values());
+        assert_eq!(o.encodings_mask(), r.encodings_mask());
+        assert_eq!(o.page_encoding_stats_mask(), r.page_encoding_stats_mask());
+        assert_eq!(o.compression(), r.compression());
+        assert_eq!(o.unencoded_byte_array_data_bytes(), None);
+        assert_eq!(r.unencoded_byte_array_data_bytes(), None);
+        assert_eq!(
+            o.definition_level_histogram(),
+            r.definition_level_histogram()
+        );
+        assert_eq!(
+            o.column_index_offset().is_some(),
+            r.column_index_offset().is_some()
+        );
+        assert_eq!(
+            o.offset_index_offset().is_some(),
+            r.offset_index_offset().is_some()
+        );
+        assert!(o.dictionary_page_offset().is_some());
+        assert_eq!(close.bytes_written as i64, close.metadata.compressed_size());
+
+        // Every page's rows against its column index entry and header.
+        let values: Vec<Option<i64>> = match all.data_type() {
+            DataType::Int64 => all
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("ints")
+                .iter()
+                .collect(),
+            _ => cast(&all, &DataType::Int64)
+                .expect("cast")
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("ints")
+                .iter()
+                .collect(),
+        };
+        let pages = close
+            .metadata
+            .page_encoding_stats()
+            .expect("encoding stats")[1]
+            .count as usize;
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let meta = ParquetRecordBatchReaderBuilder::try_new_with_options(ours.clone(), options)
+            .expect("reader with page index")
+            .metadata()
+            .clone();
+        let locations = meta.offset_index().expect("offset index")[0][0].page_locations();
+        assert!(meta.offset_index().expect("offset index")[0][0]
+            .unencoded_byte_array_data_bytes()
+            .is_none());
+        assert_eq!(locations.len(), pages);
+        let ColumnIndexMetaData::INT64(index) = &meta.column_index().expect("column index")[0][0]
+        else {
+            panic!("not an INT64 column index");
+        };
+        let headers = int64_header_statistics(&ours);
+        let header_statistics = props.write_page_header_statistics(&"t".into())
+            && props.statistics_enabled(&"t".into()) == EnabledStatistics::Page;
+        assert_eq!(headers.len(), pages);
+        let mut min_max: Vec<(i64, i64)> = Vec::new();
+        for (p, location) in locations.iter().enumerate() {
+            let first = location.first_row_index as usize;
+            let end = locations
+                .get(p + 1)
+                .map(|l| l.first_row_index as usize)
+                .unwrap_or(values.len());
+            assert!(first < end && end - first <= props.data_page_row_count_limit());
+            let page: Vec<i64> = values[first..end].iter().flatten().copied().collect();
+            let nulls = (end - first - page.len()) as i64;
+            assert_eq!(index.null_count(p), Some(nulls), "page {p}");
+            assert_eq!(index.is_null_page(p), page.is_empty(), "page {p}");
+            let expected = page.iter().min().zip(page.iter().max());
+            assert_eq!(
+                index.min_value(p).zip(index.max_value(p)),
+                expected,
+                "page {p}"
+            );
+            let header = expected
+                .filter(|_| header_statistics)
+                .map(|(a, b)| (*a, *b));
+            assert_eq!(headers[p], header, "page {p}");
+            if let Some((a, b)) = expected {
+                min_max.push((*a, *b));
+            }
+            if nullable {
+                let hist = index.definition_level_histogram(p).expect("histogram");
+                assert_eq!(hist, &[nulls, page.len() as i64][..]);
+            }
+        }
+        let asc = min_max
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
+        let desc = min_max
+            .windows(2)
+            .all(|w| w[0].0 >= w[1].0 && w[0].1 >= w[1].1);
+        let expected = match (asc, desc) {
+            (true, _) => BoundaryOrder::ASCENDING,
+            (false, true) => BoundaryOrder::DESCENDING,
+            _ => BoundaryOrder::UNORDERED,
+        };
+        assert_eq!(
+            meta.column_index().expect("column index")[0][0].get_boundary_order(),
+            Some(expected)
+        );
+        pages
+    }
+
+    /// The min/max of every data page header of the INT64 column 0.
+    fn int64_header_statistics(file: &Bytes) -> Vec<Option<(i64, i64)>> {
+        let options = ReadOptionsBuilder::new()
+            .with_reader_properties(
+                ReaderProperties::builder()
+                    .set_read_page_statistics(true)
+                    .build(),
+            )
+            .build();
+        let reader = SerializedFileReader::new_with_options(file.clone(), options).expect("reader");
+        let mut page_reader = reader
+            .get_row_group(0)
+            .expect("row group")
+            .get_column_page_reader(0)
+            .expect("page reader");
+        let mut out = Vec::new();
+        while let Some(page) = page_reader.get_next_page().expect("page") {
+            if page.is_dictionary_page() {
+                continue;
+            }
+            out.push(match page.statistics() {
+                Some(Statistics::Int64(s)) => {
+                    Some((*s.min_opt().expect("min"), *s.max_opt().expect("max")))
+                }
+                Some(other) => panic!("unexpected statistics {other:?}"),
+                None => None,
+            });
+        }
+        out
+    }
+
+    /// Event times in microseconds: runs of equal seconds with late ones
+    /// among them, some null, in batches of different sizes.
+    fn event_times(rows: usize, nulls: bool) -> Vec<ArrayRef> {
+        use arrow::array::TimestampMicrosecondArray;
+        let mut rng = Lcg(11);
+        let all: Vec<Option<i64>> = (0..rows)
+            .map(|i| {
+                if nulls && rng.next() % 13 == 0 {
+                    return None;
+                }
+                let mut secs = 1_704_067_200 + (i / 10) as i64;
+                if i % 20 == 7 {
+                    secs -= (rng.next() % 1800) as i64;
+                }
+                Some(secs * 1_000_000)
+            })
+            .collect();
+        let mut out: Vec<ArrayRef> = Vec::new();
+        let mut start = 0;
+        for size in [1usize, 999, 4000, 17, 12_000].iter().cycle() {
+            if start >= rows {
+                break;
+            }
+            let end = (start + size).min(rows);
+            out.push(Arc::new(
+                TimestampMicrosecondArray::from(all[start..end].to_vec()).with_timezone("UTC"),
+            ));
+            start = end;
+        }
+        out
+    }
+
+    #[test]
+    fn event_times_nullable_snappy_many_pages() {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_data_page_row_count_limit(1000)
+            .set_write_batch_size(1000)
+            .set_write_page_header_statistics(true)
+            .build();
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
+        let pages = check_int64(ts, true, &props, &event_times(30_000, true));
+        assert!(pages >= 30, "{pages} pages");
+    }
+
+    #[test]
+    fn event_times_required_default_properties() {
+        let props = WriterProperties::builder().build();
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
+        check_int64(ts, false, &props, &event_times(50_000, false));
+    }
+
+    #[test]
+    fn integers_with_extremes_and_descending_pages() {
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .build();
+        // Descending runs, the extremes, negative values, nulls.
+        let a: ArrayRef = Arc::new(Int64Array::from_iter(
+            (0..1000i64).map(|i| (i % 9 != 4).then_some(5000 - i / 3)),
+        ));
+        let b: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(i64::MIN),
+            None,
+            Some(i64::MAX),
+            Some(-1),
+            Some(0),
+            Some(i64::MIN),
+        ]));
+        let c: ArrayRef = Arc::new(Int64Array::from(vec![None, None, None]));
+        check_int64(DataType::Int64, true, &props, &[a, b.clone(), c.clone()]);
+        // A page of nulls only, between others.
+        let d: ArrayRef = Arc::new(Int64Array::from(vec![None; 250]));
+        let e: ArrayRef = Arc::new(Int64Array::from_iter_values(0..250));
+        check_int64(DataType::Int64, true, &props, &[e.clone(), d, e]);
+        // Every value distinct (the table grows many times), random order.
+        let mut rng = Lcg(3);
+        let f: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..20_000).map(|_| rng.next() as i64 - (1 << 30)),
+        ));
+        check_int64(
+            DataType::Int64,
+            false,
+            &WriterProperties::builder().build(),
+            &[f],
+        );
+    }
+
+    #[test]
+    fn int64_declines() {
+        let int_descr = |nullable: bool| {
+            ArrowSchemaConverter::new()
+                .convert(&Schema::new(vec![Field::new(
+                    "n",
+                    DataType::Int64,
+                    nullable,
+                )]))
+                .expect("schema")
+                .column(0)
+        };
+        let base = || WriterProperties::builder();
+        let declined = |props: WriterProperties, cols: &[ArrayRef]| {
+            encode(&int_descr(true), &props, cols)
+                .expect("no error")
+                .is_none()
+        };
+        let ints: ArrayRef = Arc::new(Int64Array::from_iter_values(0..1000));
+        assert!(!declined(base().build(), std::slice::from_ref(&ints)));
+        // 100 distinct values fill an 800-byte dictionary page: PLAIN instead.
+        assert!(declined(
+            base().set_dictionary_page_size_limit(800).build(),
+            std::slice::from_ref(&ints)
+        ));
+        assert!(!declined(
+            base().set_dictionary_page_size_limit(8001).build(),
+            std::slice::from_ref(&ints)
+        ));
+        assert!(declined(
+            base().set_dictionary_enabled(false).build(),
+            std::slice::from_ref(&ints)
+        ));
+        assert!(declined(
+            base().set_bloom_filter_enabled(true).build(),
+            std::slice::from_ref(&ints)
+        ));
+        assert!(declined(
+            base().build(),
+            &[Arc::new(Int64Array::from(vec![None, None])) as ArrayRef]
+        ));
+        assert!(declined(base().build(), &[]));
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+        assert!(declined(base().build(), &[strings]));
+        // A u64 column is INT64 with an unsigned order: parquet's writer.
+        let unsigned = ArrowSchemaConverter::new()
+            .convert(&Schema::new(vec![Field::new("u", DataType::UInt64, true)]))
+            .expect("schema")
+            .column(0);
+        assert!(
+            encode(&unsigned, &base().build(), std::slice::from_ref(&ints))
+                .expect("ok")
+                .is_none()
+        );
+        // A null in a required column is an error that names the column.
+        let with_null: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None]));
+        let err = encode(&int_descr(false), &base().build(), &[with_null])
+            .expect_err("null in a required column");
+        assert!(err.to_string().contains("column n "), "{err}");
     }
 
     /// Decodes `n` values of the RLE / bit-packing hybrid encoding.

@@ -8,7 +8,9 @@
 //! that stayed dictionary-encoded from a Parquet source): its chunks are
 //! encoded from the dictionaries, each distinct string once (see
 //! [`super::parquet_dictionary`]), or decoded and written as strings where
-//! that path does not apply.
+//! that path does not apply. `Int64` and timestamp chunks are dictionary
+//! encoded there too, parquet's column writer taking those whose
+//! dictionary outgrows the dictionary page.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -68,9 +70,10 @@ struct Job {
 enum JobInput {
     /// Parquet's leaf columns, for its column writer.
     Leaves(Vec<ArrowLeafColumn>),
-    /// A `Utf8` column given as `Dictionary(Int32, Utf8)` arrays, for
-    /// [`parquet_dictionary::encode`] (leaf column `descr`).
-    Dictionaries {
+    /// A `Utf8` column given as `Dictionary(Int32, Utf8)` arrays, or an
+    /// `Int64` / timestamp column, for [`parquet_dictionary::encode`] (leaf
+    /// column `descr`); parquet's column writer where that declines.
+    Direct {
         arrays: Vec<ArrayRef>,
         field: arrow::datatypes::FieldRef,
         descr: ColumnDescPtr,
@@ -162,14 +165,19 @@ impl ParallelParquetWriter {
             for (i, field) in self.schema.fields().iter().enumerate() {
                 let columns: Vec<&ArrayRef> = batches.iter().map(|b| b.column(i)).collect();
                 let bytes: usize = columns.iter().map(|c| memory_size(c)).sum();
-                let dictionaries = field.data_type() == &DataType::Utf8
-                    && columns.iter().all(|c| {
+                let direct = match field.data_type() {
+                    DataType::Utf8 => columns.iter().all(|c| {
                         parquet_dictionary::is_dictionary_strings(std::slice::from_ref(c))
-                    });
-                if dictionaries {
+                    }),
+                    DataType::Int64 | DataType::Timestamp(_, _) => {
+                        columns.iter().all(|c| c.data_type() == field.data_type())
+                    }
+                    _ => false,
+                };
+                if direct {
                     let descr = self.writer.schema_descr().column(leaves.len());
                     leaves.push((
-                        JobInput::Dictionaries {
+                        JobInput::Direct {
                             arrays: columns.into_iter().cloned().collect(),
                             field: field.clone(),
                             descr,
@@ -296,8 +304,8 @@ impl ParallelParquetWriter {
     }
 }
 
-/// Encodes one column chunk with parquet's column writer `w`, or from its
-/// dictionaries where [`parquet_dictionary::encode`] applies.
+/// Encodes one column chunk with parquet's column writer `w`, or by
+/// [`parquet_dictionary::encode`] where that applies.
 fn encode_chunk(
     mut w: ArrowColumnWriter,
     input: JobInput,
@@ -305,7 +313,7 @@ fn encode_chunk(
 ) -> Result<Chunk> {
     let leaves = match input {
         JobInput::Leaves(leaves) => leaves,
-        JobInput::Dictionaries {
+        JobInput::Direct {
             arrays,
             field,
             descr,
