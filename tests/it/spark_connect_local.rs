@@ -315,7 +315,30 @@ pub(crate) fn example_binary(name: &str) -> PathBuf {
     .filter_map(|(f, on)| on.then_some(f))
     .collect();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    // Cargo gives this test process the variables of a running package
+    // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, ...). A dependency's build script
+    // (ring's) asks to rerun when they change, so a nested build that saw
+    // them would rebuild ring and every crate above it, and the next build
+    // from a shell (`cargo test --doc`) all of it once more.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let package_var = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || key.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .contains(&key.as_ref());
+        if package_var {
+            command.env_remove(key.as_ref());
+        }
+    }
+    let out = command
         .current_dir(repo())
         .args(["build", "--quiet", "--example", name, "--profile", profile])
         .arg("--target-dir")
