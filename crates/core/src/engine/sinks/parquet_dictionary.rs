@@ -195,10 +195,11 @@ impl DictValues<'_> {
         }
     }
 
-    /// The dictionary page's PLAIN encoding of the values.
-    fn plain(&self) -> Vec<u8> {
+    /// The dictionary page's PLAIN encoding of the first `len` values.
+    fn plain(&self, len: usize) -> Vec<u8> {
         match self {
             DictValues::Bytes(values) => {
+                let values = &values[..len.min(values.len())];
                 let len: usize = values.iter().map(|v| 4 + v.len()).sum();
                 let mut plain = Vec::with_capacity(len);
                 for v in values {
@@ -207,7 +208,10 @@ impl DictValues<'_> {
                 }
                 plain
             }
-            DictValues::Int64(values) => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            DictValues::Int64(values) => values[..len.min(values.len())]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         }
     }
 
@@ -262,10 +266,18 @@ impl DictValues<'_> {
 
 /// The chunk's dictionary and its rows as indices into it.
 struct Merged<'a> {
-    /// Distinct values in first-appearance order; the index is the dictionary id.
+    /// Distinct values in first-appearance order; the index is the dictionary
+    /// id. Past `dict_len`, the values of the rows from `plain_from` on, one
+    /// entry per non-null row.
     values: DictValues<'a>,
-    /// Dictionary id of every row, `NULL_ID` for nulls.
+    /// Entries of `values` that form the dictionary page.
+    dict_len: usize,
+    /// Dictionary id (or, from `plain_from` on, entry) of every row,
+    /// `NULL_ID` for nulls.
     rows: Vec<u32>,
+    /// Rows from here on are written in PLAIN pages: the dictionary was full
+    /// (parquet's writer falls back the same way); `rows.len()` otherwise.
+    plain_from: usize,
     /// Number of null rows.
     nulls: usize,
 }
@@ -396,7 +408,9 @@ fn merge<'a>(
         return Ok(None);
     }
     Ok(Some(Merged {
+        dict_len: values.len(),
         values: DictValues::Bytes(values),
+        plain_from: rows.len(),
         rows,
         nulls,
     }))
@@ -451,8 +465,9 @@ impl Int64Interner {
         ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
-    /// The id of `v`, added when new.
-    fn intern(&mut self, v: i64) -> u32 {
+    /// The id of `v`, added when new and the table holds fewer than `max`
+    /// values; `None` when it is new and the table is full.
+    fn intern_within(&mut self, v: i64, max: usize) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let mut s = self.slot(v);
         loop {
@@ -461,9 +476,12 @@ impl Int64Interner {
                 break;
             }
             if self.values[id as usize] == v {
-                return id;
+                return Some(id);
             }
             s = (s + 1) & mask;
+        }
+        if self.values.len() >= max {
+            return None;
         }
         let id = self.values.len() as u32;
         self.values.push(v);
@@ -471,7 +489,7 @@ impl Int64Interner {
         if self.values.len() * 2 > self.slots.len() {
             self.grow();
         }
-        id
+        Some(id)
     }
 
     /// Doubles the table and places every value again.
@@ -491,9 +509,9 @@ impl Int64Interner {
 }
 
 /// Interns the rows of `Int64` / timestamp `columns` into the chunk
-/// dictionary; `None` when the dictionary would pass the dictionary page
-/// limit (parquet's writer then falls back to PLAIN pages) or every row is
-/// null.
+/// dictionary. Once the dictionary page is full, the remaining rows are
+/// kept for PLAIN pages (as parquet's writer falls back). `None` when not
+/// even the first value fits the dictionary page or every row is null.
 fn merge_int64<'a>(
     descr: &ColumnDescPtr,
     config: &Config,
@@ -503,9 +521,13 @@ fn merge_int64<'a>(
     if rows_len == 0 {
         return Ok(None);
     }
+    // The most values whose PLAIN dictionary stays within the page limit.
+    let max_entries = (config.dictionary_limit / 8).min(i32::MAX as usize);
     let mut interner = Int64Interner::new();
     let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
     let mut nulls = 0usize;
+    // The row from which on values are not interned but kept for PLAIN pages.
+    let mut plain_from: Option<usize> = None;
     // The previous row's value and id: equal neighbours cost no lookup.
     let mut last: Option<(i64, u32)> = None;
     for column in columns {
@@ -521,36 +543,44 @@ fn merge_int64<'a>(
             )));
         }
         nulls += batch_nulls;
-        let mut id_of = |v: i64| match last {
-            Some((lv, id)) if lv == v => id,
-            _ => {
-                let id = interner.intern(v);
-                last = Some((v, id));
-                id
+        let valid = column.nulls().filter(|n| n.null_count() > 0);
+        for (i, &v) in values.iter().enumerate() {
+            if valid.is_some_and(|n| n.is_null(i)) {
+                rows.push(NULL_ID);
+                continue;
             }
-        };
-        match column.nulls().filter(|n| n.null_count() > 0) {
-            None => rows.extend(values.iter().map(|&v| id_of(v))),
-            Some(valid) => rows.extend(values.iter().zip(valid.iter()).map(|(&v, ok)| {
-                if ok {
-                    id_of(v)
-                } else {
-                    NULL_ID
+            let id = match (plain_from, last) {
+                (None, Some((lv, id))) if lv == v => id,
+                (None, _) => match interner.intern_within(v, max_entries) {
+                    Some(id) => {
+                        last = Some((v, id));
+                        id
+                    }
+                    None => {
+                        plain_from = Some(rows.len());
+                        interner.values.push(v);
+                        (interner.values.len() - 1) as u32
+                    }
+                },
+                (Some(_), _) => {
+                    interner.values.push(v);
+                    (interner.values.len() - 1) as u32
                 }
-            })),
+            };
+            rows.push(id);
         }
-        // parquet's writer falls back once the PLAIN dictionary reaches the limit.
-        if interner.values.len().saturating_mul(8) >= config.dictionary_limit
-            || interner.values.len() >= i32::MAX as usize
-        {
+        if interner.values.len() >= u32::MAX as usize - 1 {
             return Ok(None);
         }
     }
-    if nulls == rows_len {
+    let dict_len = interner.slots.iter().filter(|&&id| id != NULL_ID).count();
+    if nulls == rows_len || dict_len == 0 {
         return Ok(None);
     }
     Ok(Some(Merged {
         values: DictValues::Int64(interner.values),
+        dict_len,
+        plain_from: plain_from.unwrap_or(rows.len()),
         rows,
         nulls,
     }))
@@ -590,6 +620,7 @@ fn write_chunk(
     config: &Config,
     merged: &Merged<'_>,
 ) -> Result<(Bytes, ColumnCloseResult)> {
+    // Ids index every entry of `values` (past the dictionary: PLAIN rows).
     let dict_len = merged.values.len();
     // Strings are ordered (unsigned byte-wise) by their sort rank when
     // sorting the dictionary costs less than comparing each page's
@@ -623,7 +654,12 @@ fn write_chunk(
     // The page each id was last seen in (its value compared once per page).
     let mut seen_in_page = vec![u32::MAX; dict_len];
     let mut chunk_min_max: Option<(u32, u32)> = None;
-    let width = bit_width(dict_len as u64 - 1);
+    let width = bit_width(merged.dict_len.max(1) as u64 - 1);
+    let int64_values: &[i64] = match &merged.values {
+        DictValues::Int64(values) => values,
+        DictValues::Bytes(_) => &[],
+    };
+    let mut plain_pages = 0i32;
 
     let mut sink = TrackedWrite::new(Vec::new());
     let mut writer = SerializedPageWriter::new(&mut sink);
@@ -632,11 +668,11 @@ fn write_chunk(
     let mut bytes_written = 0u64;
 
     // Dictionary page: PLAIN (a string as a 4-byte length and its bytes).
-    let plain = merged.values.plain();
+    let plain = merged.values.plain(merged.dict_len);
     let uncompressed = plain.len();
     let dict_page = Page::DictionaryPage {
         buf: compress(config.codec, plain)?,
-        num_values: dict_len as u32,
+        num_values: merged.dict_len as u32,
         encoding: props.dictionary_page_encoding(),
         is_sorted: false,
     };
@@ -681,8 +717,15 @@ fn write_chunk(
             value_bytes: 0,
         };
         page_number += 1;
+        // A page holds dictionary ids or (from `plain_from` on) PLAIN values.
+        let plain_page = start >= merged.plain_from;
+        let page_end = if plain_page {
+            rows.len()
+        } else {
+            merged.plain_from
+        };
         let mut end = start;
-        while end < rows.len() && end - start < config.page_rows {
+        while end < page_end && end - start < config.page_rows {
             let id = rows[end];
             end += 1;
             if id == NULL_ID {
@@ -708,7 +751,12 @@ fn write_chunk(
             }
             levels.push(1);
             indices.push(id);
-            if 1 + max_rle_size(width, indices.len()) >= config.page_bytes {
+            let page_bytes = if plain_page {
+                8 * indices.len()
+            } else {
+                1 + max_rle_size(width, indices.len())
+            };
+            if page_bytes >= config.page_bytes {
                 break;
             }
         }
@@ -723,8 +771,17 @@ fn write_chunk(
             let len = (buf.len() - 4) as u32;
             buf[..4].copy_from_slice(&len.to_le_bytes());
         }
-        buf.push(width);
-        encode_hybrid(&indices, width, &mut buf);
+        if plain_page {
+            for &id in &indices {
+                let v = int64_values.get(id as usize).ok_or_else(|| {
+                    ParquetError::General("internal error: id out of range".into())
+                })?;
+                buf.extend_from_slice(&v.to_le_bytes());
+            }
+        } else {
+            buf.push(width);
+            encode_hybrid(&indices, width, &mut buf);
+        }
         let uncompressed = buf.len();
 
         let null_page = indices.is_empty();
@@ -757,7 +814,11 @@ fn write_chunk(
         let page = Page::DataPage {
             buf: compress(config.codec, std::mem::take(&mut buf))?,
             num_values: page_rows as u32,
-            encoding: props.dictionary_data_page_encoding(),
+            encoding: if plain_page {
+                Encoding::PLAIN
+            } else {
+                props.dictionary_data_page_encoding()
+            },
             def_level_encoding: Encoding::RLE,
             rep_level_encoding: Encoding::RLE,
             statistics: header_statistics,
@@ -768,6 +829,9 @@ fn write_chunk(
         total_uncompressed += spec.uncompressed_size as u64;
         bytes_written += spec.bytes_written;
         pages += 1;
+        if plain_page {
+            plain_pages += 1;
+        }
         total_value_bytes += stats.value_bytes;
 
         let page_def_hist = if collect_stats && config.nullable {
@@ -813,26 +877,35 @@ fn write_chunk(
     writer.close()?;
     let bytes = Bytes::from(sink.into_inner()?);
 
-    let encodings = [
+    let mut encodings = vec![
         Encoding::RLE,
         props.dictionary_data_page_encoding(),
         props.dictionary_page_encoding(),
     ];
+    let mut encoding_stats = vec![
+        PageEncodingStats {
+            page_type: PageType::DICTIONARY_PAGE,
+            encoding: props.dictionary_page_encoding(),
+            count: 1,
+        },
+        PageEncodingStats {
+            page_type: PageType::DATA_PAGE,
+            encoding: props.dictionary_data_page_encoding(),
+            count: pages - plain_pages,
+        },
+    ];
+    if plain_pages > 0 {
+        encodings.push(Encoding::PLAIN);
+        encoding_stats.push(PageEncodingStats {
+            page_type: PageType::DATA_PAGE,
+            encoding: Encoding::PLAIN,
+            count: plain_pages,
+        });
+    }
     let mut builder = ColumnChunkMetaData::builder(descr.clone())
         .set_compression(config.codec)
         .set_encodings_mask(EncodingMask::new_from_encodings(encodings.iter()))
-        .set_page_encoding_stats(vec![
-            PageEncodingStats {
-                page_type: PageType::DICTIONARY_PAGE,
-                encoding: props.dictionary_page_encoding(),
-                count: 1,
-            },
-            PageEncodingStats {
-                page_type: PageType::DATA_PAGE,
-                encoding: props.dictionary_data_page_encoding(),
-                count: pages,
-            },
-        ])
+        .set_page_encoding_stats(encoding_stats)
         .set_total_compressed_size(total_compressed as i64)
         .set_total_uncompressed_size(total_uncompressed as i64)
         .set_num_values(rows.len() as i64)
@@ -1684,11 +1757,14 @@ mod tests {
                 .iter()
                 .collect(),
         };
-        let pages = close
+        let pages: usize = close
             .metadata
             .page_encoding_stats()
-            .expect("encoding stats")[1]
-            .count as usize;
+            .expect("encoding stats")
+            .iter()
+            .filter(|e| e.page_type == PageType::DATA_PAGE)
+            .map(|e| e.count as usize)
+            .sum();
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let meta = ParquetRecordBatchReaderBuilder::try_new_with_options(ours.clone(), options)
             .expect("reader with page index")
@@ -1832,6 +1908,39 @@ mod tests {
     }
 
     #[test]
+    fn event_times_fall_back_to_plain_pages_when_the_dictionary_is_full() {
+        // 1000 values fill the dictionary page; ~3000 distinct event times.
+        let props = WriterProperties::builder()
+            .set_dictionary_page_size_limit(8000)
+            .set_data_page_row_count_limit(1000)
+            .set_write_batch_size(1000)
+            .set_write_page_header_statistics(true)
+            .build();
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
+        for nulls in [false, true] {
+            let columns = event_times(30_000, nulls);
+            check_int64(ts.clone(), true, &props, &columns);
+            let descr = ArrowSchemaConverter::new()
+                .convert(&Schema::new(vec![Field::new("t", ts.clone(), true)]))
+                .expect("schema")
+                .column(0);
+            let (_, close) = encode(&descr, &props, &columns)
+                .expect("encode")
+                .expect("applies");
+            let stats = close.metadata.page_encoding_stats().expect("stats");
+            let plain = stats
+                .iter()
+                .find(|e| e.page_type == PageType::DATA_PAGE && e.encoding == Encoding::PLAIN)
+                .expect("PLAIN data pages");
+            let dictionary = stats
+                .iter()
+                .find(|e| e.page_type == PageType::DATA_PAGE && e.encoding != Encoding::PLAIN)
+                .expect("dictionary data pages");
+            assert!(plain.count >= 15 && dictionary.count >= 5, "{stats:?}");
+        }
+    }
+
+    #[test]
     fn event_times_required_default_properties() {
         let props = WriterProperties::builder().build();
         let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
@@ -1895,13 +2004,14 @@ mod tests {
         };
         let ints: ArrayRef = Arc::new(Int64Array::from_iter_values(0..1000));
         assert!(!declined(base().build(), std::slice::from_ref(&ints)));
-        // 100 distinct values fill an 800-byte dictionary page: PLAIN instead.
+        // A dictionary page too small for one value: parquet's writer.
         assert!(declined(
-            base().set_dictionary_page_size_limit(800).build(),
+            base().set_dictionary_page_size_limit(7).build(),
             std::slice::from_ref(&ints)
         ));
+        // A full dictionary page: the rest in PLAIN pages, still ours.
         assert!(!declined(
-            base().set_dictionary_page_size_limit(8001).build(),
+            base().set_dictionary_page_size_limit(800).build(),
             std::slice::from_ref(&ints)
         ));
         assert!(declined(
