@@ -1869,7 +1869,7 @@ mod tests {
         let mut rng = Lcg(11);
         let all: Vec<Option<i64>> = (0..rows)
             .map(|i| {
-                if nulls && rng.next() % 13 == 0 {
+                if nulls && rng.next().is_multiple_of(13) {
                     return None;
                 }
                 let mut secs = 1_704_067_200 + (i / 10) as i64;
