@@ -526,8 +526,9 @@ fn merge_int64<'a>(
     let mut interner = Int64Interner::new();
     let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
     let mut nulls = 0usize;
-    // The row from which on values are not interned but kept for PLAIN pages.
-    let mut plain_from: Option<usize> = None;
+    // The row from which on values are not interned but kept for PLAIN
+    // pages, and the dictionary's size then.
+    let mut plain_from: Option<(usize, usize)> = None;
     // The previous row's value and id: equal neighbours cost no lookup.
     let mut last: Option<(i64, u32)> = None;
     for column in columns {
@@ -557,7 +558,7 @@ fn merge_int64<'a>(
                         id
                     }
                     None => {
-                        plain_from = Some(rows.len());
+                        plain_from = Some((rows.len(), interner.values.len()));
                         interner.values.push(v);
                         (interner.values.len() - 1) as u32
                     }
@@ -573,14 +574,14 @@ fn merge_int64<'a>(
             return Ok(None);
         }
     }
-    let dict_len = interner.slots.iter().filter(|&&id| id != NULL_ID).count();
+    let (plain_from, dict_len) = plain_from.unwrap_or((rows.len(), interner.values.len()));
     if nulls == rows_len || dict_len == 0 {
         return Ok(None);
     }
     Ok(Some(Merged {
         values: DictValues::Int64(interner.values),
         dict_len,
-        plain_from: plain_from.unwrap_or(rows.len()),
+        plain_from,
         rows,
         nulls,
     }))
@@ -1365,8 +1366,9 @@ mod tests {
         pages
     }
 
-    /// The min/max of every data page header of column `s` (`None` without statistics).
-    fn header_statistics(file: &Bytes) -> Vec<Option<(Vec<u8>, Vec<u8>)>> {
+    /// The statistics of every data page header of column `column` of the
+    /// first row group, checking that a dictionary page comes first.
+    fn page_header_statistics(file: &Bytes, column: usize) -> Vec<Option<Statistics>> {
         let options = ReadOptionsBuilder::new()
             .with_reader_properties(
                 ReaderProperties::builder()
@@ -1378,7 +1380,7 @@ mod tests {
         let mut page_reader = reader
             .get_row_group(0)
             .expect("row group")
-            .get_column_page_reader(1)
+            .get_column_page_reader(column)
             .expect("page reader");
         let mut out = Vec::new();
         let mut first = true;
@@ -1388,17 +1390,25 @@ mod tests {
                 first = false;
                 continue;
             }
-            out.push(match page.statistics() {
+            out.push(page.statistics().cloned());
+        }
+        assert!(!first, "no dictionary page");
+        out
+    }
+
+    /// The min/max of every data page header of column `s` (`None` without statistics).
+    fn header_statistics(file: &Bytes) -> Vec<Option<(Vec<u8>, Vec<u8>)>> {
+        page_header_statistics(file, 1)
+            .into_iter()
+            .map(|h| match h {
                 Some(Statistics::ByteArray(s)) => Some((
                     s.min_bytes_opt().expect("min").to_vec(),
                     s.max_bytes_opt().expect("max").to_vec(),
                 )),
                 Some(other) => panic!("unexpected statistics {other:?}"),
                 None => None,
-            });
-        }
-        assert!(!first, "no dictionary page");
-        out
+            })
+            .collect()
     }
 
     /// Simple deterministic pseudo-random numbers.
@@ -1833,33 +1843,16 @@ mod tests {
 
     /// The min/max of every data page header of the INT64 column 0.
     fn int64_header_statistics(file: &Bytes) -> Vec<Option<(i64, i64)>> {
-        let options = ReadOptionsBuilder::new()
-            .with_reader_properties(
-                ReaderProperties::builder()
-                    .set_read_page_statistics(true)
-                    .build(),
-            )
-            .build();
-        let reader = SerializedFileReader::new_with_options(file.clone(), options).expect("reader");
-        let mut page_reader = reader
-            .get_row_group(0)
-            .expect("row group")
-            .get_column_page_reader(0)
-            .expect("page reader");
-        let mut out = Vec::new();
-        while let Some(page) = page_reader.get_next_page().expect("page") {
-            if page.is_dictionary_page() {
-                continue;
-            }
-            out.push(match page.statistics() {
+        page_header_statistics(file, 0)
+            .into_iter()
+            .map(|h| match h {
                 Some(Statistics::Int64(s)) => {
                     Some((*s.min_opt().expect("min"), *s.max_opt().expect("max")))
                 }
                 Some(other) => panic!("unexpected statistics {other:?}"),
                 None => None,
-            });
-        }
-        out
+            })
+            .collect()
     }
 
     /// Event times in microseconds: runs of equal seconds with late ones

@@ -9,8 +9,8 @@
 //! encoded from the dictionaries, each distinct string once (see
 //! [`super::parquet_dictionary`]), or decoded and written as strings where
 //! that path does not apply. `Int64` and timestamp chunks are dictionary
-//! encoded there too, parquet's column writer taking those whose
-//! dictionary outgrows the dictionary page.
+//! encoded there too (PLAIN pages once the dictionary page is full, as
+//! parquet's writer falls back).
 
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
