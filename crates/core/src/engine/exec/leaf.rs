@@ -29,7 +29,7 @@ use datafusion::physical_plan::{
 };
 
 use super::batches::{retyped, with_types};
-use super::leaf_dictionaries::dictionary_type;
+use super::dictionary_ids::string_dictionary_type;
 use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
 use crate::plan::timestamp::SparkPattern;
 
@@ -174,7 +174,7 @@ impl SlotExec {
     pub(crate) fn with_dictionaries(&self, columns: &[usize]) -> SlotExec {
         let schema = with_types(
             &self.schema,
-            columns.iter().map(|&c| (c, dictionary_type())),
+            columns.iter().map(|&c| (c, string_dictionary_type())),
             false,
         );
         let properties = PlanProperties::new(

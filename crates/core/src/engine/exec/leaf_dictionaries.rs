@@ -34,13 +34,9 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 
+use super::dictionary_ids::is_string_dictionary;
 use super::leaf::SlotExec;
 use super::leaf_timestamps::rebuild;
-
-/// The type a string column has while it stays dictionary-encoded.
-pub(crate) fn dictionary_type() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
 
 /// The string columns of a stage's leaf that may stay dictionaries, and
 /// the stage's plans reading some of them so (built when first asked for).
@@ -164,7 +160,7 @@ fn same_but_dictionaries(original: &Schema, variant: &Schema) -> bool {
                     && o.is_nullable() == v.is_nullable()
                     && (o.data_type() == v.data_type()
                         || (o.data_type() == &DataType::Utf8
-                            && v.data_type() == &dictionary_type()))
+                            && is_string_dictionary(v.data_type())))
             })
 }
 
