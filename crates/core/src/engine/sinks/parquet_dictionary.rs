@@ -601,6 +601,48 @@ fn max_rle_size(width: u8, n: usize) -> usize {
     (runs + runs * width).max(runs * (1 + width.div_ceil(8)))
 }
 
+/// The fewest rows `n` (at least 1) whose `size(n)` reaches `bytes`;
+/// `usize::MAX` when not even `max_rows` do (`size` grows with `n`).
+fn rows_to_fill(bytes: usize, max_rows: usize, size: impl Fn(usize) -> usize) -> usize {
+    if size(max_rows.max(1)) < bytes {
+        return usize::MAX;
+    }
+    // The answer lies in `lo..=hi`.
+    let (mut lo, mut hi) = (1usize, max_rows.max(1));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if size(mid) >= bytes {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The ids of the smallest and the largest key among `ids` (the first of
+/// equal keys); `(NULL_ID, NULL_ID)` when `ids` is empty.
+fn min_max_by_key<'k, K: Ord + Copy + 'k>(
+    ids: &[u32],
+    key: impl Fn(usize) -> Option<&'k K>,
+) -> Result<(u32, u32)> {
+    let out_of_range = || ParquetError::General("internal error: id out of range".into());
+    let Some((&first, rest)) = ids.split_first() else {
+        return Ok((NULL_ID, NULL_ID));
+    };
+    let k = *key(first as usize).ok_or_else(out_of_range)?;
+    let (mut min, mut max) = ((k, first), (k, first));
+    for &id in rest {
+        let k = *key(id as usize).ok_or_else(out_of_range)?;
+        if k < min.0 {
+            min = (k, id);
+        } else if k > max.0 {
+            max = (k, id);
+        }
+    }
+    Ok((min.1, max.1))
+}
+
 /// Per-page statistics of the rows being collected.
 struct PageStats {
     /// Dictionary id of the smallest non-null value.
@@ -652,8 +694,13 @@ fn write_chunk(
         DictValues::Int64(_) => Vec::new(),
     };
     let byte_array = !value_len.is_empty();
-    // The page each id was last seen in (its value compared once per page).
-    let mut seen_in_page = vec![u32::MAX; dict_len];
+    // Unranked strings: the page each id was last seen in (its value
+    // compared once per page).
+    let mut seen_in_page = match (&merged.values, &rank) {
+        (DictValues::Bytes(_), None) => vec![u32::MAX; dict_len],
+        _ => Vec::new(),
+    };
+    let out_of_range = || ParquetError::General("internal error: id out of range".into());
     let mut chunk_min_max: Option<(u32, u32)> = None;
     let width = bit_width(merged.dict_len.max(1) as u64 - 1);
     let int64_values: &[i64] = match &merged.values {
@@ -702,21 +749,18 @@ fn write_chunk(
     let mut pages = 0i32;
     let mut total_value_bytes = 0i64;
 
-    let mut indices: Vec<u32> = Vec::new();
+    // Non-null rows that close a page: its estimated size then reaches
+    // `page_bytes` (PLAIN: 8 bytes a value; else parquet's RLE bound).
+    let plain_cap = config.page_bytes.div_ceil(8).max(1);
+    let dict_cap = rows_to_fill(config.page_bytes, config.page_rows, |n| {
+        1 + max_rle_size(width, n)
+    });
+    let mut non_null: Vec<u32> = Vec::new();
     let mut levels: Vec<u32> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0usize;
     let rows = &merged.rows;
     while start < rows.len() {
-        // Collect one page.
-        indices.clear();
-        levels.clear();
-        let mut stats = PageStats {
-            min_id: NULL_ID,
-            max_id: NULL_ID,
-            nulls: 0,
-            value_bytes: 0,
-        };
         page_number += 1;
         // A page holds dictionary ids or (from `plain_from` on) PLAIN values.
         let plain_page = start >= merged.plain_from;
@@ -725,63 +769,101 @@ fn write_chunk(
         } else {
             merged.plain_from
         };
-        let mut end = start;
-        while end < page_end && end - start < config.page_rows {
-            let id = rows[end];
-            end += 1;
-            if id == NULL_ID {
-                stats.nulls += 1;
-                levels.push(0);
-                continue;
-            }
-            let seen = seen_in_page
-                .get_mut(id as usize)
-                .ok_or_else(|| ParquetError::General("internal error: id out of range".into()))?;
-            if *seen != page_number {
-                *seen = page_number;
-                if stats.min_id == NULL_ID {
-                    (stats.min_id, stats.max_id) = (id, id);
-                } else if less(id, stats.min_id) {
-                    stats.min_id = id;
-                } else if less(stats.max_id, id) {
-                    stats.max_id = id;
+        // Collect one page: at most `page_rows` rows, closed at the
+        // non-null row that fills it.
+        let limit = (page_end - start).min(config.page_rows.max(1));
+        let cap = if plain_page { plain_cap } else { dict_cap };
+        let end = if merged.nulls == 0 {
+            start + limit.min(cap)
+        } else {
+            let mut filled = 0usize;
+            let mut end = start;
+            while end < start + limit {
+                end += 1;
+                if rows[end - 1] != NULL_ID {
+                    filled += 1;
+                    if filled == cap {
+                        break;
+                    }
                 }
             }
-            if byte_array {
-                stats.value_bytes += value_len[id as usize];
-            }
-            levels.push(1);
-            indices.push(id);
-            let page_bytes = if plain_page {
-                8 * indices.len()
-            } else {
-                1 + max_rle_size(width, indices.len())
-            };
-            if page_bytes >= config.page_bytes {
-                break;
-            }
-        }
-        let page_rows = end - start;
+            end
+        };
+        let page = &rows[start..end];
+        let page_rows = page.len();
         start = end;
+        let nulls = if merged.nulls == 0 {
+            0
+        } else {
+            page.iter().filter(|&&id| id == NULL_ID).count()
+        };
+        let indices: &[u32] = if nulls == 0 {
+            page
+        } else {
+            non_null.clear();
+            non_null.extend(page.iter().copied().filter(|&id| id != NULL_ID));
+            &non_null
+        };
+        let (min_id, max_id) = match (&merged.values, &rank) {
+            (DictValues::Int64(values), _) => min_max_by_key(indices, |id| values.get(id))?,
+            (DictValues::Bytes(_), Some(rank)) => min_max_by_key(indices, |id| rank.get(id))?,
+            (DictValues::Bytes(_), None) => {
+                // Each distinct id's value compared once per page.
+                let mut min_max = (NULL_ID, NULL_ID);
+                for &id in indices {
+                    let seen = seen_in_page.get_mut(id as usize).ok_or_else(out_of_range)?;
+                    if *seen != page_number {
+                        *seen = page_number;
+                        if min_max.0 == NULL_ID {
+                            min_max = (id, id);
+                        } else if less(id, min_max.0) {
+                            min_max.0 = id;
+                        } else if less(min_max.1, id) {
+                            min_max.1 = id;
+                        }
+                    }
+                }
+                min_max
+            }
+        };
+        let value_bytes: i64 = if byte_array {
+            indices
+                .iter()
+                .map(|&id| value_len.get(id as usize).copied().unwrap_or(0))
+                .sum()
+        } else {
+            0
+        };
+        let stats = PageStats {
+            min_id,
+            max_id,
+            nulls: nulls as u64,
+            value_bytes,
+        };
 
         // Encode it: definition levels (length-prefixed), bit width, indices.
         buf.clear();
         if config.nullable {
             buf.extend_from_slice(&[0; 4]);
-            encode_hybrid(&levels, 1, &mut buf);
+            if nulls == 0 && page_rows >= MIN_RLE_RUN {
+                // What `encode_hybrid` makes of `page_rows` ones.
+                write_rle_run(1, page_rows, 1, &mut buf);
+            } else {
+                levels.clear();
+                levels.extend(page.iter().map(|&id| u32::from(id != NULL_ID)));
+                encode_hybrid(&levels, 1, &mut buf);
+            }
             let len = (buf.len() - 4) as u32;
             buf[..4].copy_from_slice(&len.to_le_bytes());
         }
         if plain_page {
-            for &id in &indices {
-                let v = int64_values.get(id as usize).ok_or_else(|| {
-                    ParquetError::General("internal error: id out of range".into())
-                })?;
+            for &id in indices {
+                let v = int64_values.get(id as usize).ok_or_else(out_of_range)?;
                 buf.extend_from_slice(&v.to_le_bytes());
             }
         } else {
             buf.push(width);
-            encode_hybrid(&indices, width, &mut buf);
+            encode_hybrid(indices, width, &mut buf);
         }
         let uncompressed = buf.len();
 
@@ -1017,18 +1099,26 @@ fn write_bit_packed(values: &[u32], width: u8, out: &mut Vec<u8>) {
     for run in values.chunks(MAX_GROUPS_PER_RUN * GROUP) {
         let groups = run.len().div_ceil(GROUP);
         write_varint(((groups as u64) << 1) | 1, out);
+        // `groups` whole groups take `width` bytes each; the padding
+        // values are the zeros the bytes start as.
+        let at = out.len();
+        out.resize(at + groups * width as usize, 0);
+        let packed = &mut out[at..];
+        let mut pos = 0usize;
         let mut acc = 0u64;
         let mut bits = 0u32;
-        let padding = groups * GROUP - run.len();
-        for v in run.iter().copied().chain(std::iter::repeat_n(0, padding)) {
+        for &v in run {
             acc |= (u64::from(v) & mask) << bits;
             bits += u32::from(width);
-            while bits >= 8 {
-                out.push(acc as u8);
-                acc >>= 8;
-                bits -= 8;
+            if bits >= 32 {
+                packed[pos..pos + 4].copy_from_slice(&(acc as u32).to_le_bytes());
+                pos += 4;
+                acc >>= 32;
+                bits -= 32;
             }
         }
+        let rest = bits.div_ceil(8) as usize;
+        packed[pos..pos + rest].copy_from_slice(&acc.to_le_bytes()[..rest]);
     }
 }
 
