@@ -26,6 +26,10 @@ use arrow::datatypes::{
 };
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
+use super::null_columns::null_column;
+use super::string_dictionary::StringDictionary;
+use crate::engine::exec::dictionary_ids::string_dictionary_type;
+
 /// The column types the fast path decodes.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -50,12 +54,30 @@ pub(crate) struct FastJson {
     /// The same as two masked little-endian words (names up to 15 bytes).
     words: Vec<Option<[u64; 4]>>,
     kinds: Vec<Kind>,
+    /// Per column, whether the query reads it; the others are checked
+    /// but not stored, and come out as nulls (see [`FastJson::reading_only`]).
+    read: Vec<bool>,
+    /// Per column, whether a string column is built dictionary-encoded
+    /// (see [`FastJson::with_dictionaries`]).
+    dictionary: Vec<bool>,
     batch_rows: usize,
 }
 
+/// A dictionary-encoded column whose distinct values pass this share of a
+/// batch's rows (one in four) is built plain instead, from then on in the
+/// chunk: a dictionary of mostly distinct values saves nothing downstream.
+const MAX_DISTINCT_SHARE: usize = 4;
+
 /// The values of one column of the batch being built.
 enum Column {
-    Utf8 { offsets: Vec<i32>, values: Vec<u8> },
+    Utf8 {
+        offsets: Vec<i32>,
+        values: Vec<u8>,
+    },
+    /// A string column built dictionary-encoded.
+    Dict(StringDictionary),
+    /// A column the query does not read: values are checked, not stored.
+    Unread,
     I64(Vec<i64>),
     I32(Vec<i32>),
     F64(Vec<f64>),
@@ -69,6 +91,10 @@ struct Builder {
     /// Per column, the last string converted by Spark's rules and its
     /// answer: event times repeat row after row.
     last_cast: Vec<(Vec<u8>, Option<i64>)>,
+    /// Bit `i` set: column `i` was to be dictionary-encoded but has too
+    /// many distinct values, so it is built plain (carried to the next
+    /// batches of the chunk).
+    plain: u64,
 }
 
 /// Bytes of a line are read through this cursor; every method returns
@@ -127,14 +153,43 @@ impl FastJson {
             })
             .collect();
         let words = quoted.iter().map(|q| key_words(q)).collect();
+        let columns = kinds.len();
         Some(FastJson {
             schema: schema.clone(),
             names,
             quoted,
             words,
             kinds,
+            read: vec![true; columns],
+            dictionary: vec![false; columns],
             batch_rows: batch_rows.max(1),
         })
+    }
+
+    /// The decoder storing only the columns flagged in `columns` (one flag
+    /// per column of the schema; missing flags are true): the others'
+    /// values are checked as if they were read (so the same lines leave
+    /// the fast path) but not stored, and the columns come out all null,
+    /// as projection pushdown wants for columns the query never reads.
+    pub(crate) fn reading_only(mut self, columns: &[bool]) -> FastJson {
+        for (i, read) in self.read.iter_mut().enumerate() {
+            *read = columns.get(i).copied().unwrap_or(true);
+        }
+        self
+    }
+
+    /// The decoder building the string columns flagged in `columns` (one
+    /// flag per column of the schema; missing flags are false) as
+    /// `Dictionary(Int32, Utf8)`, batch by batch, as long as a column's
+    /// distinct values stay under a quarter of a batch's rows (then it is
+    /// built plain for the rest of the input; the batches' schemas say
+    /// which type each column has).
+    pub(crate) fn with_dictionaries(mut self, columns: &[bool]) -> FastJson {
+        for (i, dictionary) in self.dictionary.iter_mut().enumerate() {
+            *dictionary =
+                columns.get(i).copied().unwrap_or(false) && matches!(self.kinds[i], Kind::Utf8);
+        }
+        self
     }
 
     /// The decoder reading the STRING columns flagged in `columns` (one flag
@@ -155,11 +210,16 @@ impl FastJson {
         self
     }
 
-    fn builder(&self, capacity: usize) -> Builder {
+    fn builder(&self, capacity: usize, plain: u64) -> Builder {
         let cols = self
             .kinds
             .iter()
-            .map(|k| match k {
+            .enumerate()
+            .map(|(i, k)| match k {
+                _ if !self.read[i] => Column::Unread,
+                Kind::Utf8 if self.dictionary[i] && plain & (1 << i) == 0 => {
+                    Column::Dict(StringDictionary::with_capacity(capacity))
+                }
                 Kind::Utf8 => {
                     let mut offsets = Vec::with_capacity(capacity + 1);
                     offsets.push(0);
@@ -185,6 +245,7 @@ impl FastJson {
                 .collect(),
             rows: 0,
             last_cast: self.kinds.iter().map(|_| (Vec::new(), None)).collect(),
+            plain,
         }
     }
 
@@ -193,7 +254,7 @@ impl FastJson {
     pub(crate) fn decode(&self, buf: &[u8]) -> Option<Vec<RecordBatch>> {
         let mut out = Vec::new();
         let estimate = (buf.len() / 64).max(16).min(self.batch_rows);
-        let mut b = self.builder(estimate);
+        let mut b = self.builder(estimate, 0);
         let mut c = Cursor { buf, pos: 0 };
         loop {
             // Blank lines and whitespace between records.
@@ -206,7 +267,8 @@ impl FastJson {
             self.record(&mut c, &mut b)?;
             b.rows += 1;
             if b.rows >= self.batch_rows {
-                let full = std::mem::replace(&mut b, self.builder(self.batch_rows));
+                let plain = b.plain;
+                let full = std::mem::replace(&mut b, self.builder(self.batch_rows, plain));
                 out.push(self.finish(full)?);
             }
         }
@@ -314,32 +376,24 @@ impl FastJson {
             return Some(());
         }
         match (&self.kinds[i], &mut b.cols[i]) {
+            (kind, Column::Unread) => return check_value(c, *kind),
             (Kind::Utf8, Column::Utf8 { offsets, values }) => {
                 let s = c.string()?;
                 values.extend_from_slice(s);
                 offsets.push(i32::try_from(values.len()).ok()?);
             }
+            (Kind::Utf8, Column::Dict(d)) => {
+                d.push(c.string()?)?;
+                if d.distinct() * MAX_DISTINCT_SHARE > self.batch_rows {
+                    let (offsets, values) = d.to_plain()?;
+                    b.cols[i] = Column::Utf8 { offsets, values };
+                    b.plain |= 1 << i;
+                }
+            }
             (Kind::Int64, Column::I64(v)) => v.push(c.integer()?),
             (Kind::Int32, Column::I32(v)) => v.push(i32::try_from(c.integer()?).ok()?),
-            (Kind::Float64, Column::F64(v)) => {
-                let t = c.number()?;
-                // Valid JSON numbers are valid Rust floats; both parsers round correctly.
-                let x: f64 = std::str::from_utf8(t).ok()?.parse().ok()?;
-                if !x.is_finite() {
-                    return None;
-                }
-                v.push(x);
-            }
-            (Kind::Boolean, Column::Bool(v)) => match c.peek()? {
-                b't' => {
-                    c.literal(b"true")?;
-                    v.append(true);
-                }
-                _ => {
-                    c.literal(b"false")?;
-                    v.append(false);
-                }
-            },
+            (Kind::Float64, Column::F64(v)) => v.push(c.float()?),
+            (Kind::Boolean, Column::Bool(v)) => v.append(c.boolean()?),
             (Kind::SparkTimestamp, Column::I64(v)) => {
                 let s = c.string()?;
                 let (last, answer) = &mut b.last_cast[i];
@@ -357,23 +411,7 @@ impl FastJson {
                     }
                 }
             }
-            (Kind::Timestamp(unit), Column::I64(v)) => {
-                let s = c.string()?;
-                let t = match iso_timestamp(s, *unit) {
-                    Some(t) => t,
-                    None => {
-                        let t =
-                            string_to_datetime(&chrono::Utc, std::str::from_utf8(s).ok()?).ok()?;
-                        match unit {
-                            TimeUnit::Second => t.timestamp(),
-                            TimeUnit::Millisecond => t.timestamp_millis(),
-                            TimeUnit::Microsecond => t.timestamp_micros(),
-                            TimeUnit::Nanosecond => t.timestamp_nanos_opt()?,
-                        }
-                    }
-                };
-                v.push(t);
-            }
+            (Kind::Timestamp(unit), Column::I64(v)) => v.push(c.timestamp(*unit)?),
             _ => return None,
         }
         b.nulls[i].append_non_null();
@@ -383,9 +421,17 @@ impl FastJson {
     fn finish(&self, b: Builder) -> Option<RecordBatch> {
         let rows = b.rows;
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(b.cols.len());
+        let mut dictionaries = Vec::new();
         for ((col, mut nulls), kind) in b.cols.into_iter().zip(b.nulls).zip(&self.kinds) {
             let nulls = nulls.finish();
             let a: ArrayRef = match (col, kind) {
+                (Column::Unread, _) => {
+                    null_column(self.schema.field(arrays.len()).data_type(), rows)
+                }
+                (Column::Dict(d), _) => {
+                    dictionaries.push((arrays.len(), string_dictionary_type()));
+                    d.finish(nulls)?
+                }
                 (Column::Utf8 { offsets, values }, _) => {
                     // SAFETY-free: offsets are monotonic and the bytes were validated as UTF-8.
                     Arc::new(
@@ -433,8 +479,12 @@ impl FastJson {
             };
             arrays.push(a);
         }
+        let schema = match dictionaries.is_empty() {
+            true => self.schema.clone(),
+            false => crate::engine::exec::retyped(&self.schema, dictionaries),
+        };
         RecordBatch::try_new_with_options(
-            self.schema.clone(),
+            schema,
             arrays,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
         )
@@ -581,9 +631,24 @@ fn iso_timestamp(s: &[u8], unit: TimeUnit) -> Option<i64> {
     }
 }
 
+/// Checks the value at the cursor as column type `kind` reads it (the
+/// same lines leave the fast path as when it is stored), without storing it.
+fn check_value(c: &mut Cursor, kind: Kind) -> Option<()> {
+    match kind {
+        Kind::Utf8 | Kind::SparkTimestamp => c.string().map(|_| ()),
+        Kind::Int64 => c.integer().map(|_| ()),
+        Kind::Int32 => i32::try_from(c.integer()?).ok().map(|_| ()),
+        Kind::Float64 => c.float().map(|_| ()),
+        Kind::Boolean => c.boolean().map(|_| ()),
+        Kind::Timestamp(unit) => c.timestamp(unit).map(|_| ()),
+    }
+}
+
 /// Appends a null to column `i`.
 fn push_null(b: &mut Builder, i: usize) {
     match &mut b.cols[i] {
+        Column::Unread => return,
+        Column::Dict(d) => d.push_null(),
         Column::Utf8 { offsets, values } => offsets.push(values.len() as i32),
         Column::I64(v) => v.push(0),
         Column::I32(v) => v.push(0),
@@ -692,6 +757,37 @@ impl<'a> Cursor<'a> {
             return None;
         }
         Some(if neg { -v } else { v })
+    }
+
+    /// A finite JSON number as a double.
+    fn float(&mut self) -> Option<f64> {
+        let t = self.number()?;
+        // Valid JSON numbers are valid Rust floats; both parsers round correctly.
+        let x: f64 = std::str::from_utf8(t).ok()?.parse().ok()?;
+        x.is_finite().then_some(x)
+    }
+
+    /// `true` or `false`.
+    fn boolean(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|_| true),
+            _ => self.literal(b"false").map(|_| false),
+        }
+    }
+
+    /// A string holding a timestamp, in `unit` since the epoch (UTC).
+    fn timestamp(&mut self, unit: TimeUnit) -> Option<i64> {
+        let s = self.string()?;
+        if let Some(t) = iso_timestamp(s, unit) {
+            return Some(t);
+        }
+        let t = string_to_datetime(&chrono::Utc, std::str::from_utf8(s).ok()?).ok()?;
+        match unit {
+            TimeUnit::Second => Some(t.timestamp()),
+            TimeUnit::Millisecond => Some(t.timestamp_millis()),
+            TimeUnit::Microsecond => Some(t.timestamp_micros()),
+            TimeUnit::Nanosecond => t.timestamp_nanos_opt(),
+        }
     }
 
     /// A JSON number (strict grammar): its text.
@@ -950,5 +1046,108 @@ mod tests {
             out.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
             vec![2, 1]
         );
+    }
+
+    /// `batch` with every column decoded to its plain type (dictionaries
+    /// cast back to strings) in `schema`.
+    fn normalized(schema: &SchemaRef, batch: &RecordBatch) -> RecordBatch {
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| arrow::compute::cast(c, f.data_type()).expect("cast"))
+            .collect();
+        RecordBatch::try_new(schema.clone(), columns).expect("batch")
+    }
+
+    #[test]
+    fn unread_columns_are_checked_not_stored() {
+        let s = schema();
+        // `ts`, `s` and `d` unread; `i`, `n`, `b` read.
+        let read = [false, false, true, true, false, true];
+        let fast = FastJson::new(&s, 4).expect("supported").reading_only(&read);
+        let text = "{\"ts\":\"2026-11-01T00:00:00Z\",\"s\":\"a\",\"i\":1,\"d\":1.5,\"b\":true}\n\
+                    {\"s\":null,\"i\":2,\"n\":7,\"d\":null}\n{\"ts\":null,\"b\":false}\n";
+        let got = fast.decode(text.as_bytes()).expect("decodes");
+        let want = arrow_decode(&s, text.as_bytes()).expect("arrow decodes");
+        let want = concat(&s, &want);
+        let got = concat(&s, &got);
+        for (i, r) in read.iter().enumerate() {
+            if *r {
+                assert_eq!(got.column(i), want.column(i), "column {i}");
+            } else {
+                assert_eq!(got.column(i).null_count(), 3, "column {i}");
+                assert_eq!(got.column(i).data_type(), s.field(i).data_type());
+            }
+        }
+        // Values an unread column could not hold still leave the fast path.
+        for bad in [
+            "{\"d\":\"x\"}\n",
+            "{\"s\":1}\n",
+            "{\"ts\":\"yesterday\"}\n",
+            "{\"ts\":5}\n",
+            "{\"s\":\"a\\nb\"}\n",
+        ] {
+            assert!(fast.decode(bad.as_bytes()).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dictionary_columns() {
+        let s: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("level", DataType::Utf8, true),
+            Field::new("user", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let fast = FastJson::new(&s, 16)
+            .expect("supported")
+            .with_dictionaries(&[true, true]);
+        let mut text = String::new();
+        // 48 rows with 3 users, then 32 rows with 20 distinct users.
+        for i in 0..80 {
+            let level = ["INFO", "WARN", "ERROR"][i % 3];
+            let user = if i < 48 {
+                format!("u{}", i % 3)
+            } else {
+                format!("v{}", i % 20)
+            };
+            if i % 11 == 5 {
+                text.push_str(&format!(
+                    "{{\"level\":null,\"user\":\"{user}\",\"v\":{i}}}\n"
+                ));
+            } else {
+                text.push_str(&format!(
+                    "{{\"level\":\"{level}\",\"user\":\"{user}\",\"v\":{i}}}\n"
+                ));
+            }
+        }
+        let got = fast.decode(text.as_bytes()).expect("decodes");
+        assert_eq!(got.len(), 5);
+        let dictionary = string_dictionary_type();
+        let types: Vec<(DataType, DataType)> = got
+            .iter()
+            .map(|b| {
+                (
+                    b.schema().field(0).data_type().clone(),
+                    b.schema().field(1).data_type().clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                (dictionary.clone(), dictionary.clone()),
+                (dictionary.clone(), dictionary.clone()),
+                (dictionary.clone(), dictionary.clone()),
+                (dictionary.clone(), DataType::Utf8),
+                (dictionary.clone(), DataType::Utf8),
+            ]
+        );
+        for b in &got {
+            assert_eq!(b.column(0).data_type(), &dictionary);
+        }
+        let want = concat(&s, &arrow_decode(&s, text.as_bytes()).expect("arrow"));
+        let got: Vec<RecordBatch> = got.iter().map(|b| normalized(&s, b)).collect();
+        assert_eq!(concat(&s, &got), want);
     }
 }

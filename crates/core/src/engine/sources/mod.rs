@@ -32,6 +32,7 @@ mod parquet_chunks;
 mod parse;
 pub mod rate;
 pub mod socket;
+mod string_dictionary;
 
 pub use file::{FileFormat, FileSource};
 pub use memory::{memory_stream, MemorySource, MemoryStream};

@@ -186,18 +186,23 @@ pub(crate) fn read_files(
         tasks.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let workers = threads.clamp(1, tasks.len().max(1));
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= tasks.len() {
-            break;
-        }
-        let r = run_task(cfg, files, &tasks[i]);
-        let failed = r.is_err();
-        *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-        if failed {
-            // Stop handing out later tasks; earlier ones still finish so
-            // the first error in file order is reported.
-            next.fetch_max(tasks.len(), Ordering::Relaxed);
+    let work = || {
+        // One read buffer per thread, reused from task to task: a fresh
+        // one per chunk costs a page fault per 4 KiB read.
+        let mut buf = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= tasks.len() {
+                break;
+            }
+            let r = run_task(cfg, files, &tasks[i], &mut buf);
+            let failed = r.is_err();
+            *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            if failed {
+                // Stop handing out later tasks; earlier ones still finish so
+                // the first error in file order is reported.
+                next.fetch_max(tasks.len(), Ordering::Relaxed);
+            }
         }
     };
     if workers <= 1 {
@@ -317,8 +322,14 @@ pub(crate) fn display_path(base: &Path, path: &Path) -> String {
         .into_owned()
 }
 
-fn run_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Decoded> {
-    let mut decoded = decode_task(cfg, files, task)?;
+/// Decodes one task, reading bytes into `read_buf` (kept for the next task).
+fn run_task(
+    cfg: &ParseConfig,
+    files: &[FileToRead],
+    task: &Task,
+    read_buf: &mut Vec<u8>,
+) -> Result<Decoded> {
+    let mut decoded = decode_task(cfg, files, task, read_buf)?;
     let file = match task {
         Task::Range { file, .. } | Task::Parquet { file, .. } => &files[*file],
     };
@@ -389,11 +400,16 @@ fn with_partition_values(
     )?)
 }
 
-fn decode_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<Decoded> {
+fn decode_task(
+    cfg: &ParseConfig,
+    files: &[FileToRead],
+    task: &Task,
+    read_buf: &mut Vec<u8>,
+) -> Result<Decoded> {
     match task {
         Task::Range { file, start, end } => {
             let f = &files[*file];
-            let (buf, real_start) = read_range(f, *start, *end).map_err(|e| {
+            let (skip, real_start) = read_range(f, *start, *end, read_buf).map_err(|e| {
                 Error::runtime(format!(
                     "cannot read {}: {e}",
                     display_path(&cfg.base_dir, &f.path)
@@ -404,11 +420,17 @@ fn decode_task(cfg: &ParseConfig, files: &[FileToRead], task: &Task) -> Result<D
                 file: f,
                 start: real_start,
             };
+            let buf = &read_buf[skip..];
             match cfg.format {
-                FileFormat::Json if cfg.multi_line => json_multi_line(cfg, &buf, &loc),
-                FileFormat::Json => json_chunk(cfg, &buf, &loc),
-                FileFormat::Csv => csv_chunk(cfg, &buf, &loc),
-                FileFormat::Text => text_chunk(cfg, buf),
+                FileFormat::Json if cfg.multi_line => json_multi_line(cfg, buf, &loc),
+                FileFormat::Json => json_chunk(cfg, buf, &loc),
+                FileFormat::Csv => csv_chunk(cfg, buf, &loc),
+                FileFormat::Text => {
+                    // The text column takes the bytes over.
+                    let mut owned = std::mem::take(read_buf);
+                    owned.drain(..skip);
+                    text_chunk(cfg, owned)
+                }
                 FileFormat::Parquet => unreachable_format(cfg),
             }
         }
@@ -450,23 +472,36 @@ fn unreachable_format(cfg: &ParseConfig) -> Result<Decoded> {
     )))
 }
 
-/// Reads bytes `[start, end)` of a file extended to line boundaries: a
-/// chunk starts after the first newline at or after `start - 1` and ends
-/// after the first newline at or after `end - 1`. Returns the bytes and the
-/// real start offset.
-fn read_range(file: &FileToRead, start: u64, end: u64) -> std::io::Result<(Vec<u8>, u64)> {
+/// Reads bytes `[start, end)` of a file extended to line boundaries into
+/// `buf` (replacing its contents): a chunk starts after the first newline
+/// at or after `start - 1` and ends after the first newline at or after
+/// `end - 1`. Returns how many leading bytes of `buf` precede the chunk,
+/// and the chunk's real start offset in the file.
+fn read_range(
+    file: &FileToRead,
+    start: u64,
+    end: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<(usize, u64)> {
+    buf.clear();
     if start == 0 && end == u64::MAX {
-        return match &file.data {
-            Some(data) => Ok((data.to_vec(), 0)),
-            None => Ok((std::fs::read(&file.path)?, 0)),
-        };
+        match &file.data {
+            Some(data) => buf.extend_from_slice(data),
+            None => {
+                let mut f = File::open(&file.path)?;
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                buf.reserve(size.min(1 << 30) as usize + 1);
+                f.read_to_end(buf)?;
+            }
+        }
+        return Ok((0, 0));
     }
     let mut f = file.open()?;
     let from = start.saturating_sub(1);
     f.seek(SeekFrom::Start(from))?;
     let want = end.saturating_sub(from);
-    let mut buf = Vec::with_capacity(want.min(1 << 30) as usize + 1024);
-    (&mut f).take(want).read_to_end(&mut buf)?;
+    buf.reserve(want.min(1 << 30) as usize + 1024);
+    (&mut f).take(want).read_to_end(buf)?;
     // Extend to the end of the line containing byte end-1.
     if end != u64::MAX && buf.len() as u64 == want && buf.last() != Some(&b'\n') {
         let mut block = [0u8; 64 * 1024];
@@ -483,14 +518,11 @@ fn read_range(file: &FileToRead, start: u64, end: u64) -> std::io::Result<(Vec<u
         }
     }
     if start == 0 {
-        return Ok((buf, 0));
+        return Ok((0, 0));
     }
     match buf.iter().position(|&b| b == b'\n') {
-        Some(p) => {
-            buf.drain(..=p);
-            Ok((buf, from + p as u64 + 1))
-        }
-        None => Ok((Vec::new(), from + buf.len() as u64)),
+        Some(p) => Ok((p + 1, from + p as u64 + 1)),
+        None => Ok((buf.len(), from + buf.len() as u64)),
     }
 }
 
@@ -754,8 +786,21 @@ fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
             .collect(),
         None => Vec::new(),
     };
+    // Data columns the query reads, and those it takes dictionary-encoded.
+    let data_columns = || (0..cfg.schema.fields().len()).filter(|&i| Some(i) != cfg.corrupt_idx);
+    let read: Vec<bool> = data_columns().map(|i| cfg.decodes(i)).collect();
+    let dictionaries: Vec<bool> = match &cfg.dictionary_columns {
+        Some(d) => data_columns()
+            .map(|i| d.get(i).copied().unwrap_or(false))
+            .collect(),
+        None => Vec::new(),
+    };
     let fast = FastJson::new(&cfg.data_schema, BATCH_ROWS)
-        .map(|f| f.with_spark_timestamps(&timestamps))
+        .map(|f| {
+            f.with_spark_timestamps(&timestamps)
+                .reading_only(&read)
+                .with_dictionaries(&dictionaries)
+        })
         .and_then(|f| f.decode(buf));
     if let Some(batches) = fast.map_or_else(|| json_decode(&cfg.data_schema, buf, false).ok(), Some)
     {
