@@ -46,6 +46,7 @@ impl StringDictionary {
     }
 
     /// Rows so far.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
