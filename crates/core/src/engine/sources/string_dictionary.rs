@@ -26,8 +26,9 @@ pub(crate) struct StringDictionary {
     /// Offsets of the distinct values in `values` (starts with 0).
     offsets: Vec<i32>,
     values: Vec<u8>,
-    /// Open-addressing table: 0 for an empty slot, else a key plus one.
-    slots: Vec<u32>,
+    /// Open-addressing table: 0 for an empty slot, else the low 32 bits
+    /// of the value's hash (its tag) above its key plus one.
+    slots: Vec<u64>,
     /// `64 - log2(slots.len())`: a hash's top bits pick its slot.
     shift: u32,
 }
@@ -60,16 +61,19 @@ impl StringDictionary {
     /// offsets.
     pub(crate) fn push(&mut self, s: &[u8]) -> Option<()> {
         let mask = self.slots.len() - 1;
-        let mut slot = (hash(s) >> self.shift) as usize;
+        let h = hash(s);
+        let tag = h << 32;
+        let mut slot = (h >> self.shift) as usize & mask;
         loop {
             match self.slots[slot] {
                 0 => break,
-                k => {
-                    let key = (k - 1) as usize;
-                    let (a, b) = (self.offsets[key] as usize, self.offsets[key + 1] as usize);
-                    if &self.values[a..b] == s {
-                        self.keys.push(key as i32);
-                        return Some(());
+                entry => {
+                    if entry & TAG_MASK == tag {
+                        let key = (entry & KEY_MASK) as usize - 1;
+                        if same(self.value(key), s) {
+                            self.keys.push(key as i32);
+                            return Some(());
+                        }
                     }
                     slot = (slot + 1) & mask;
                 }
@@ -78,12 +82,19 @@ impl StringDictionary {
         let key = self.distinct();
         self.values.extend_from_slice(s);
         self.offsets.push(i32::try_from(self.values.len()).ok()?);
-        self.slots[slot] = u32::try_from(key + 1).ok()?;
+        self.slots[slot] = tag | u64::try_from(key + 1).ok()?;
         self.keys.push(i32::try_from(key).ok()?);
         if self.distinct() * 2 > self.slots.len() {
             self.grow();
         }
         Some(())
+    }
+
+    /// The distinct value with key `key`.
+    #[inline]
+    fn value(&self, key: usize) -> &[u8] {
+        let (a, b) = (self.offsets[key] as usize, self.offsets[key + 1] as usize);
+        &self.values[a..b]
     }
 
     /// Appends a null row.
@@ -98,12 +109,12 @@ impl StringDictionary {
         self.shift = 64 - size.trailing_zeros();
         let mask = size - 1;
         for key in 0..self.distinct() {
-            let (a, b) = (self.offsets[key] as usize, self.offsets[key + 1] as usize);
-            let mut slot = (hash(&self.values[a..b]) >> self.shift) as usize;
+            let h = hash(self.value(key));
+            let mut slot = (h >> self.shift) as usize & mask;
             while self.slots[slot] != 0 {
                 slot = (slot + 1) & mask;
             }
-            self.slots[slot] = key as u32 + 1;
+            self.slots[slot] = (h << 32) | (key as u64 + 1);
         }
     }
 
@@ -150,23 +161,75 @@ impl StringDictionary {
     }
 }
 
+/// The tag bits of a slot (see [`StringDictionary::push`]).
+const TAG_MASK: u64 = 0xFFFF_FFFF_0000_0000;
+/// The key bits of a slot.
+const KEY_MASK: u64 = 0xFFFF_FFFF;
+
+/// Bytes `i..i + 8` of `s` as a little-endian word (0 if out of range).
+#[inline]
+fn word(s: &[u8], i: usize) -> u64 {
+    s.get(i..i + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// Bytes `i..i + 4` of `s` as a little-endian word (0 if out of range).
+#[inline]
+fn half(s: &[u8], i: usize) -> u64 {
+    s.get(i..i + 4)
+        .and_then(|w| <[u8; 4]>::try_from(w).ok())
+        .map_or(0, |w| u64::from(u32::from_le_bytes(w)))
+}
+
+/// The bytes of a string of up to 16 bytes as two words (which, with the
+/// length, tell the string): short strings are read with two overlapping
+/// loads instead of being copied out byte by byte.
+#[inline]
+fn short_words(s: &[u8]) -> (u64, u64) {
+    let n = s.len();
+    match n {
+        0 => (0, 0),
+        1..=3 => (
+            u64::from(s[0]) | u64::from(s[n / 2]) << 8 | u64::from(s[n - 1]) << 16,
+            0,
+        ),
+        4..=7 => (half(s, 0) | half(s, n - 4) << 32, 0),
+        _ => (word(s, 0), word(s, n - 8)),
+    }
+}
+
+/// Whether `a` and `b` hold the same bytes (short ones compared as words).
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && if a.len() <= 16 {
+            short_words(a) == short_words(b)
+        } else {
+            a == b
+        }
+}
+
 /// A 64-bit hash of `s` whose top bits are well mixed (multiplicative
 /// hashing over 8-byte words).
 #[inline]
 fn hash(s: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (s.len() as u64).wrapping_mul(K);
-    let mut chunks = s.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    let mix = |h: u64, w: u64| (h.rotate_left(23) ^ w).wrapping_mul(K);
+    let n = s.len();
+    let mut h = (n as u64).wrapping_mul(K);
+    if n <= 16 {
+        let (a, b) = short_words(s);
+        h = mix(mix(h, a), b);
+    } else {
+        let mut i = 0;
+        while i + 8 <= n {
+            h = mix(h, word(s, i));
+            i += 8;
+        }
+        if i < n {
+            h = mix(h, word(s, n - 8));
+        }
     }
     h ^ (h >> 29)
 }
@@ -244,5 +307,31 @@ mod tests {
         let dict = d.finish(None).expect("finish");
         let got: Vec<Option<String>> = rows(&dict);
         assert_eq!(got, values.into_iter().map(Some).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn strings_differing_in_one_byte_are_different_values() {
+        let mut d = StringDictionary::with_capacity(0);
+        let mut want = Vec::new();
+        for n in 0..40usize {
+            let base: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            want.push(String::from_utf8(base.clone()).expect("ascii"));
+            for i in 0..n {
+                let mut v = base.clone();
+                v[i] = b'Z';
+                assert!(!same(&v, &base), "{n} bytes, byte {i}");
+                want.push(String::from_utf8(v).expect("ascii"));
+            }
+            assert!(same(&base, &base.clone()));
+        }
+        // Twice over: the second round finds every value.
+        for v in want.iter().chain(&want) {
+            d.push(v.as_bytes()).expect("push");
+        }
+        assert_eq!(d.distinct(), want.len());
+        let dict = d.finish(None).expect("finish");
+        let got = rows(&dict);
+        let expected: Vec<Option<String>> = want.iter().chain(&want).cloned().map(Some).collect();
+        assert_eq!(got, expected);
     }
 }
