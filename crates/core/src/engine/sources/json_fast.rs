@@ -68,6 +68,16 @@ pub(crate) struct FastJson {
 /// chunk: a dictionary of mostly distinct values saves nothing downstream.
 const MAX_DISTINCT_SHARE: usize = 4;
 
+/// After this many rows of a batch, a dictionary-encoded column whose
+/// distinct values are more than half of those rows is built plain
+/// instead (mostly distinct ids are found early, before a quarter of the
+/// batch went through the dictionary).
+const PROBE_ROWS: usize = 4096;
+
+/// Columns past this index are never built dictionary-encoded (a bit of
+/// [`Builder::plain`] each).
+const MAX_DICTIONARY_COLUMNS: usize = 64;
+
 /// The values of one column of the batch being built.
 enum Column {
     Utf8 {
@@ -186,8 +196,9 @@ impl FastJson {
     /// which type each column has).
     pub(crate) fn with_dictionaries(mut self, columns: &[bool]) -> FastJson {
         for (i, dictionary) in self.dictionary.iter_mut().enumerate() {
-            *dictionary =
-                columns.get(i).copied().unwrap_or(false) && matches!(self.kinds[i], Kind::Utf8);
+            *dictionary = columns.get(i).copied().unwrap_or(false)
+                && matches!(self.kinds[i], Kind::Utf8)
+                && i < MAX_DICTIONARY_COLUMNS;
         }
         self
     }
@@ -384,7 +395,10 @@ impl FastJson {
             }
             (Kind::Utf8, Column::Dict(d)) => {
                 d.push(c.string()?)?;
-                if d.distinct() * MAX_DISTINCT_SHARE > self.batch_rows {
+                let (distinct, rows) = (d.distinct(), b.rows + 1);
+                if distinct * MAX_DISTINCT_SHARE > self.batch_rows
+                    || (rows >= PROBE_ROWS && distinct * 2 > rows)
+                {
                     let (offsets, values) = d.to_plain()?;
                     b.cols[i] = Column::Utf8 { offsets, values };
                     b.plain |= 1 << i;
@@ -1149,5 +1163,32 @@ mod tests {
         let want = concat(&s, &arrow_decode(&s, text.as_bytes()).expect("arrow"));
         let got: Vec<RecordBatch> = got.iter().map(|b| normalized(&s, b)).collect();
         assert_eq!(concat(&s, &got), want);
+    }
+
+    #[test]
+    fn mostly_distinct_columns_leave_the_dictionary_early() {
+        let s: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("level", DataType::Utf8, true),
+        ]));
+        let fast = FastJson::new(&s, 64 * 1024)
+            .expect("supported")
+            .with_dictionaries(&[true, true]);
+        // One distinct id per row for 6000 rows, then 2 ids repeated.
+        let text: String = (0..10_000)
+            .map(|i| {
+                let id = if i < 6000 { i } else { i % 2 };
+                format!("{{\"id\":\"id-{id}\",\"level\":\"L{}\"}}\n", i % 3)
+            })
+            .collect();
+        let got = fast.decode(text.as_bytes()).expect("decodes");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].schema().field(0).data_type(), &DataType::Utf8);
+        assert_eq!(
+            got[0].schema().field(1).data_type(),
+            &string_dictionary_type()
+        );
+        let want = concat(&s, &arrow_decode(&s, text.as_bytes()).expect("arrow"));
+        assert_eq!(normalized(&s, &got[0]), want);
     }
 }
