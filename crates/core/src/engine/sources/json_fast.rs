@@ -191,9 +191,10 @@ impl FastJson {
     /// The decoder building the string columns flagged in `columns` (one
     /// flag per column of the schema; missing flags are false) as
     /// `Dictionary(Int32, Utf8)`, batch by batch, as long as a column's
-    /// distinct values stay under a quarter of a batch's rows (then it is
-    /// built plain for the rest of the input; the batches' schemas say
-    /// which type each column has).
+    /// distinct values stay under a quarter of a batch's rows and, from
+    /// [`PROBE_ROWS`] rows on, under half of them (then it is built plain
+    /// for the rest of the input; the batches' schemas say which type each
+    /// column has).
     pub(crate) fn with_dictionaries(mut self, columns: &[bool]) -> FastJson {
         for (i, dictionary) in self.dictionary.iter_mut().enumerate() {
             *dictionary = columns.get(i).copied().unwrap_or(false)

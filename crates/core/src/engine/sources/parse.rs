@@ -778,23 +778,20 @@ fn json_decode(
 }
 
 fn json_chunk(cfg: &ParseConfig, buf: &[u8], loc: &Loc) -> Result<Decoded> {
-    // Data columns (the corrupt-record column left out) read converted.
-    let timestamps: Vec<bool> = match &cfg.timestamp_columns {
-        Some(t) => (0..cfg.schema.fields().len())
-            .filter(|&i| Some(i) != cfg.corrupt_idx)
-            .map(|i| t.get(i).copied().unwrap_or(false))
-            .collect(),
-        None => Vec::new(),
-    };
-    // Data columns the query reads, and those it takes dictionary-encoded.
+    // Per data column (the corrupt-record column left out): whether it is
+    // read converted, read at all, and taken dictionary-encoded.
     let data_columns = || (0..cfg.schema.fields().len()).filter(|&i| Some(i) != cfg.corrupt_idx);
-    let read: Vec<bool> = data_columns().map(|i| cfg.decodes(i)).collect();
-    let dictionaries: Vec<bool> = match &cfg.dictionary_columns {
-        Some(d) => data_columns()
-            .map(|i| d.get(i).copied().unwrap_or(false))
-            .collect(),
-        None => Vec::new(),
+    let flags = |columns: &Option<Vec<bool>>| -> Vec<bool> {
+        match columns {
+            Some(c) => data_columns()
+                .map(|i| c.get(i).copied().unwrap_or(false))
+                .collect(),
+            None => Vec::new(),
+        }
     };
+    let timestamps = flags(&cfg.timestamp_columns);
+    let read: Vec<bool> = data_columns().map(|i| cfg.decodes(i)).collect();
+    let dictionaries = flags(&cfg.dictionary_columns);
     let fast = FastJson::new(&cfg.data_schema, BATCH_ROWS)
         .map(|f| {
             f.with_spark_timestamps(&timestamps)

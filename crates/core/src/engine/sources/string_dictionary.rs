@@ -127,9 +127,7 @@ impl StringDictionary {
         let mut values = Vec::with_capacity(self.keys.len() * 8);
         for &k in &self.keys {
             if k != NULL_KEY {
-                let k = k as usize;
-                let (a, b) = (self.offsets[k] as usize, self.offsets[k + 1] as usize);
-                values.extend_from_slice(&self.values[a..b]);
+                values.extend_from_slice(self.value(k as usize));
             }
             offsets.push(i32::try_from(values.len()).ok()?);
         }
