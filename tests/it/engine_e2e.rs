@@ -1041,6 +1041,15 @@ fn parquet_strings_filtered_into_a_parquet_table_stay_strings() {
             .set_dictionary_enabled(false)
             .build(),
     );
+    // Only rows the filter drops: the reader drops them all while decoding
+    // (the filter moves into it), and they still count as input rows.
+    file(
+        "2.parquet",
+        &[Some("u5"), Some("u6")],
+        &["INFO", "INFO"],
+        7,
+        WriterProperties::builder().build(),
+    );
     let p = dp::Pipeline::new()
         .append_flow("levels", "not_info", |s| {
             s.read_stream()
@@ -1059,7 +1068,9 @@ fn parquet_strings_filtered_into_a_parquet_table_stay_strings() {
             },
         );
     let summary = run_pipeline(&p, dir);
-    assert_eq!(summary.flows[0].input_rows, 7);
+    assert_eq!(summary.flows[0].batches, 3);
+    assert_eq!(summary.flows[0].input_rows, 9);
+    assert_eq!(summary.flows[0].output_rows, 4);
     let mut per_file = Vec::new();
     for f in dp::engine::sinks::committed_files(dir.join("storage/tables/not_info"))
         .unwrap()

@@ -446,6 +446,7 @@ impl Source for DeltaSource {
             bytes,
             malformed_dropped: 0,
             corrupt_files_skipped: 0,
+            rows_filtered: 0,
         })
     }
 

@@ -692,6 +692,7 @@ impl Source for KafkaSource {
             bytes,
             malformed_dropped: 0,
             corrupt_files_skipped: 0,
+            rows_filtered: 0,
         })
     }
 

@@ -827,7 +827,8 @@ fn push_down(
 ) {
     // Projection pushdown: sources skip the columns no operator reads
     // (late rows sent to a sink keep every column); `to_timestamp` of a
-    // string column moves into the leaf under the same condition.
+    // string column and the plan's filters move into the leaf under the
+    // same condition.
     if !late_sink {
         compiled.push_timestamps_into_leaves();
         if dictionary_output {
@@ -841,6 +842,13 @@ fn push_down(
         for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_only_columns(&used);
+            }
+        }
+        // Filter pushdown: sources may drop the rows the plan's filters
+        // drop while decoding (they still count as input rows).
+        for (leaf, filter) in leaves.iter_mut().zip(compiled.leaf_filters()) {
+            if let (LeafInput::Streaming { source, .. }, Some(filter)) = (leaf, filter) {
+                source.filter_rows(&filter);
             }
         }
     }
@@ -1315,7 +1323,7 @@ impl StreamingQuery {
                         Some(e) if Some(e) != start.as_ref() => source.read(start.as_ref(), e)?,
                         _ => Default::default(),
                     };
-                    let rows = read.num_rows() as u64;
+                    let rows = read.rows_read();
                     input_rows += rows;
                     sources.push(SourceProgress {
                         description: source.describe(),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
+use crate::engine::exec::LeafFilter;
 use crate::error::Result;
 
 /// A position in a source's stream, as stored in `offsets/N`.
@@ -71,14 +72,23 @@ pub struct ReadBatch {
     pub bytes: u64,
     /// Records dropped by `mode=DROPMALFORMED`.
     pub malformed_dropped: u64,
+    /// Rows read but not returned because they fail the query's
+    /// [`LeafFilter`] (see [`Source::filter_rows`]); they count as input
+    /// rows.
+    pub rows_filtered: u64,
     /// Files skipped as undecodable (`ignoreCorruptFiles`).
     pub corrupt_files_skipped: u64,
 }
 
 impl ReadBatch {
-    /// Total rows.
+    /// Total rows returned.
     pub fn num_rows(&self) -> usize {
         self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// Rows read: those returned and those [`rows_filtered`](Self::rows_filtered).
+    pub fn rows_read(&self) -> u64 {
+        self.num_rows() as u64 + self.rows_filtered
     }
 }
 
@@ -121,6 +131,15 @@ pub trait Source: Send {
     /// strings. Called once, before the first read. Default: the strings.
     fn read_timestamp_columns(&mut self, columns: &[bool]) {
         let _ = columns;
+    }
+
+    /// The query outputs no row failing `filter` (a condition on the
+    /// columns of [`schema`](Self::schema)), so the source may drop such
+    /// rows while decoding, counting them in
+    /// [`ReadBatch::rows_filtered`]; the query still applies its filters.
+    /// Called once, before the first read. Default: every row is returned.
+    fn filter_rows(&mut self, filter: &LeafFilter) {
+        let _ = filter;
     }
 
     /// The end offset of the next batch, which starts after `start` (`None`:
@@ -239,6 +258,10 @@ impl Source for FlowSource {
 
     fn read_dictionary_columns(&mut self, allowed: &[bool]) {
         self.inner.read_dictionary_columns(allowed)
+    }
+
+    fn filter_rows(&mut self, filter: &LeafFilter) {
+        self.inner.filter_rows(filter)
     }
 
     fn read_timestamp_columns(&mut self, columns: &[bool]) {

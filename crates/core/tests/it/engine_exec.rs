@@ -988,6 +988,125 @@ fn leaf_columns_used_follows_the_plan_through_stateful_operators() {
     );
 }
 
+/// Leaf 0's filter: the names of the columns it reads, and which of
+/// `rows` (one column per name, as strings or numbers) it keeps (`None`:
+/// the condition is null).
+fn leaf_filter(
+    plan: &CompiledPlan,
+    rows: Vec<ArrayRef>,
+) -> Option<(Vec<String>, Vec<Option<bool>>)> {
+    let f = plan.leaf_filters().into_iter().next().flatten()?;
+    let schema = f.input_schema();
+    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let input = RecordBatch::try_new(schema, rows).unwrap();
+    let kept = f.evaluate(&input).unwrap().iter().collect();
+    Some((names, kept))
+}
+
+#[test]
+fn filters_on_leaf_columns_move_to_the_leaf() {
+    // A filter under a projection: its condition, on the leaf's column.
+    let df = stream("wide", WIDE)
+        .filter("level <> 'INFO'")
+        .unwrap()
+        .select(["service", "value"])
+        .unwrap();
+    assert_eq!(
+        leaf_filter(
+            &compile(&df),
+            vec![Arc::new(StringArray::from(vec![
+                Some("INFO"),
+                Some("WARN"),
+                None
+            ]))]
+        ),
+        Some((
+            vec!["level".to_string()],
+            vec![Some(false), Some(true), None]
+        ))
+    );
+
+    // Two filters, the upper one above a renaming projection: both, joined
+    // by AND, on the leaf's columns.
+    let df = stream("wide", WIDE)
+        .filter("level <> 'INFO'")
+        .unwrap()
+        .select_expr(["value AS v", "level"])
+        .unwrap()
+        .filter("v > 10")
+        .unwrap();
+    assert_eq!(
+        leaf_filter(
+            &compile(&df),
+            vec![strs(&["WARN", "INFO", "WARN"]), i64s(&[11, 11, 10]),]
+        ),
+        Some((
+            vec!["level".to_string(), "value".to_string()],
+            vec![Some(true), Some(false), Some(false)]
+        ))
+    );
+
+    // Under an aggregation, the filter of the stage reading the leaf moves.
+    let df = stream("wide", WIDE)
+        .filter("value IS NOT NULL AND NOT (service = 'db')")
+        .unwrap()
+        .group_by([col("service")])
+        .count()
+        .unwrap();
+    assert_eq!(
+        leaf_filter(
+            &compile(&df),
+            vec![
+                strs(&["db", "api", "api"]),
+                Arc::new(Int64Array::from(vec![Some(1), Some(2), None]))
+            ]
+        ),
+        Some((
+            vec!["service".to_string(), "value".to_string()],
+            vec![Some(false), Some(true), Some(false)]
+        ))
+    );
+}
+
+#[test]
+fn filters_that_a_reader_cannot_apply_stay_in_the_plan() {
+    let none = |df: &DataFrame| {
+        let mut plan = compile(df);
+        plan.push_timestamps_into_leaves();
+        plan.leaf_filters()
+    };
+    // A function call.
+    let df = stream("wide", WIDE)
+        .filter("upper(level) = 'INFO'")
+        .unwrap();
+    assert!(none(&df)[0].is_none());
+    // A column the leaf gives converted by `to_timestamp`.
+    let df = stream("raw", "ts STRING, level STRING")
+        .with_column("event_time", "to_timestamp(ts)")
+        .unwrap()
+        .filter("event_time > TIMESTAMP '2024-01-01 00:00:00'")
+        .unwrap()
+        .select(["event_time", "level"])
+        .unwrap();
+    assert!(none(&df)[0].is_none());
+    // Above an aggregation: the filter sees the aggregation's rows.
+    let df = stream("wide", WIDE)
+        .group_by([col("service")])
+        .count()
+        .unwrap()
+        .filter("service <> 'db'")
+        .unwrap();
+    assert!(none(&df)[0].is_none());
+    // A leaf read twice.
+    let a = stream("wide", WIDE);
+    let df = a
+        .filter("level = 'INFO'")
+        .unwrap()
+        .union(&a.filter("level = 'WARN'").unwrap())
+        .unwrap();
+    assert!(none(&df)[0].is_none());
+}
+
 /// The names of the columns of leaf 0 a source may give dictionary-encoded.
 fn dictionary_columns(plan: &CompiledPlan) -> Vec<String> {
     plan.leaves()[0]

@@ -143,6 +143,7 @@ impl KafkaSource {
                 bytes,
                 malformed_dropped: 0,
                 corrupt_files_skipped: 0,
+                rows_filtered: 0,
             },
         )))
     }

@@ -215,6 +215,12 @@ impl SlotExec {
             .collect()
     }
 
+    /// True when output column `c` is given converted by `to_timestamp`
+    /// rather than as the table's value.
+    pub(crate) fn is_converted(&self, c: usize) -> bool {
+        self.timestamps.iter().any(|t| t.column == c)
+    }
+
     /// The slot table's columns this scan returns (None: all, in order).
     pub(crate) fn projection(&self) -> Option<&[usize]> {
         self.projection.as_deref()

@@ -72,6 +72,7 @@ mod guards;
 mod join;
 mod leaf;
 mod leaf_dictionaries;
+mod leaf_filters;
 mod leaf_timestamps;
 mod string_ids;
 mod time_keyed;
@@ -108,6 +109,7 @@ use self::dedup::DedupOp;
 use self::guards::*;
 use self::join::JoinOp;
 use self::leaf::{PartitionedRows, SlotExec, SlotTable};
+pub use self::leaf_filters::LeafFilter;
 use crate::error::{Error, PlanError, Result};
 use crate::formats::OutputMode;
 use crate::plan::ddl::schema_to_ddl;
@@ -516,6 +518,17 @@ impl CompiledPlan {
         let all = vec![true; self.schema.fields().len()];
         stage_columns_used(&self.root, &all, &self.leaves, &mut used);
         used
+    }
+
+    /// Per leaf (in [`leaves`](Self::leaves) order), the condition on its
+    /// columns that every output row meets, which its source may apply
+    /// while decoding (see [`LeafFilter`]); None where the plan's filters
+    /// cannot be moved to the leaf. Call it after
+    /// [`push_timestamps_into_leaves`](Self::push_timestamps_into_leaves),
+    /// under the same condition as projection pushdown (the runtime moves
+    /// work into sources only when no late-rows sink is configured).
+    pub fn leaf_filters(&self) -> Vec<Option<LeafFilter>> {
+        leaf_filters::leaf_filters(&self.root, &self.leaves)
     }
 
     /// Moves `to_timestamp(column)` of string columns the plan reads only

@@ -173,7 +173,7 @@ impl StreamingQuery {
                     })?;
                     match arrived {
                         Some((end, read)) => {
-                            let rows = read.num_rows() as u64;
+                            let rows = read.rows_read();
                             epoch.read_rows[*slot].0 += rows;
                             epoch.read_rows[*slot].1 += read.malformed_dropped;
                             epoch.read_rows[*slot].2 += read.corrupt_files_skipped;

@@ -632,7 +632,13 @@ fn min_max_by_key<'k, K: Ord + Copy + 'k>(
     };
     let k = *key(first as usize).ok_or_else(out_of_range)?;
     let (mut min, mut max) = ((k, first), (k, first));
+    // Runs of one value (sorted or repeated columns) are looked up once.
+    let mut last = first;
     for &id in rest {
+        if id == last {
+            continue;
+        }
+        last = id;
         let k = *key(id as usize).ok_or_else(out_of_range)?;
         if k < min.0 {
             min = (k, id);

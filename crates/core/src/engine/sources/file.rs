@@ -45,6 +45,7 @@ use serde_json::json;
 
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, read_state_file, resolve_path, Options};
+use crate::engine::exec::LeafFilter;
 use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use crate::engine::storage::{object, Location, ObjectKey, WriteOnce};
 use crate::error::{Error, Result};
@@ -170,6 +171,7 @@ impl FileSource {
             read_columns: None,
             dictionary_columns: None,
             timestamp_columns: None,
+            row_filter: None,
         };
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -843,6 +845,19 @@ impl Source for FileSource {
         }
     }
 
+    fn filter_rows(&mut self, filter: &LeafFilter) {
+        // The filter's columns are this source's, by position and name.
+        let fields = self.parse.schema.fields();
+        let same = filter
+            .columns()
+            .iter()
+            .zip(filter.input_schema().fields())
+            .all(|(&c, f)| fields.get(c).is_some_and(|g| g.name() == f.name()));
+        if same {
+            self.parse.row_filter = Some(filter.clone());
+        }
+    }
+
     fn read_timestamp_columns(&mut self, columns: &[bool]) {
         if columns.len() == self.parse.schema.fields().len() {
             self.parse.timestamp_columns = Some(columns.to_vec());
@@ -1028,6 +1043,7 @@ impl Source for FileSource {
             bytes,
             malformed_dropped: decoded.dropped,
             corrupt_files_skipped: decoded.corrupt_files.len() as u64,
+            rows_filtered: decoded.filtered,
         })
     }
 }

@@ -279,6 +279,7 @@ impl Source for MemorySource {
             bytes,
             malformed_dropped: 0,
             corrupt_files_skipped: 0,
+            rows_filtered: 0,
         })
     }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::{new_null_array, Array, ArrayRef, StringArray};
 use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
-use arrow::compute::{cast_with_options, concat_batches, CastOptions};
+use arrow::compute::{cast_with_options, concat_batches, filter_record_batch, CastOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -28,6 +28,7 @@ use super::json_fast::FastJson;
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
 use crate::engine::exec::dictionary_ids::string_dictionary_type;
+use crate::engine::exec::LeafFilter;
 use crate::error::{Error, Result};
 
 /// The file formats of the file source.
@@ -111,6 +112,9 @@ pub(crate) struct ParseConfig {
     /// The `Utf8` columns the query converts with `CAST(... AS TIMESTAMP)`
     /// only (None: none). The JSON decoder reads them converted.
     pub timestamp_columns: Option<Vec<bool>>,
+    /// Rows the query drops, which Parquet files may drop while decoding
+    /// (None: every row is returned).
+    pub row_filter: Option<LeafFilter>,
 }
 
 impl ParseConfig {
@@ -163,6 +167,8 @@ pub(crate) struct Decoded {
     /// The files skipped as undecodable (`ignoreCorruptFiles`), by index,
     /// each once.
     pub corrupt_files: std::collections::BTreeSet<usize>,
+    /// Rows decoded but dropped by [`ParseConfig::row_filter`].
+    pub filtered: u64,
 }
 
 enum Task {
@@ -222,6 +228,7 @@ pub(crate) fn read_files(
                 out.batches.extend(d.batches);
                 out.dropped += d.dropped;
                 out.corrupt_files.extend(d.corrupt_files);
+                out.filtered += d.filtered;
             }
             Some(Err(e)) => return Err(e),
             None => break,
@@ -437,8 +444,9 @@ fn decode_task(
         Task::Parquet { file, row_groups } => {
             let f = &files[*file];
             match super::without_panics(|| parquet_read(cfg, f, row_groups.clone())) {
-                Ok(batches) => Ok(Decoded {
+                Ok((batches, filtered)) => Ok(Decoded {
                     batches,
+                    filtered,
                     ..Decoded::default()
                 }),
                 Err(e) if cfg.ignore_corrupt_files => {
@@ -1155,7 +1163,7 @@ fn parquet_read(
     cfg: &ParseConfig,
     f: &FileToRead,
     row_groups: Option<Vec<usize>>,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<(Vec<RecordBatch>, u64)> {
     let path = f.path.as_path();
     let input = match &f.data {
         Some(data) => ParquetInput::Memory(data.clone()),
@@ -1328,11 +1336,12 @@ struct ParquetRead<'a> {
 }
 
 impl ParquetRead<'_> {
+    /// The file's batches and the rows [`ParseConfig::row_filter`] dropped.
     fn decode<R: parquet::file::reader::ChunkReader + 'static>(
         &self,
         builder: ParquetRecordBatchReaderBuilder<R>,
         row_groups: Option<Vec<usize>>,
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<(Vec<RecordBatch>, u64)> {
         let cfg = self.cfg;
         let mask = ProjectionMask::roots(builder.parquet_schema(), self.roots.iter().copied());
         let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
@@ -1340,6 +1349,14 @@ impl ParquetRead<'_> {
             builder = builder.with_row_groups(rg);
         }
         let reader = builder.build()?;
+        // The query's filter, on its columns as the plan gets them; not
+        // where one is filled in later (a partition directory's value).
+        let filter = cfg.row_filter.as_ref().filter(|f| {
+            f.columns()
+                .iter()
+                .all(|&c| self.mapping.get(c).is_some_and(Option::is_some))
+        });
+        let mut filtered = 0u64;
         let mut out = Vec::new();
         for batch in reader {
             let batch = batch?;
@@ -1375,13 +1392,32 @@ impl ParquetRead<'_> {
                 };
                 cols.push(col);
             }
-            out.push(RecordBatch::try_new_with_options(
+            let batch = RecordBatch::try_new_with_options(
                 self.schema.clone(),
                 cols,
                 &RecordBatchOptions::new().with_row_count(Some(rows)),
-            )?);
+            )?;
+            let Some(f) = filter else {
+                out.push(batch);
+                continue;
+            };
+            // Each decoded batch is filtered at once: the rows the query
+            // drops are never gathered into the micro-batch.
+            let keep = f.evaluate(&batch.project(f.columns())?).map_err(|e| {
+                Error::runtime(format!(
+                    "filtering the rows of {}: {e}",
+                    display_path(&cfg.base_dir, self.path)
+                ))
+            })?;
+            let kept = keep.true_count();
+            filtered += (rows - kept) as u64;
+            if kept == rows {
+                out.push(batch);
+            } else if kept > 0 {
+                out.push(filter_record_batch(&batch, &keep)?);
+            }
         }
-        Ok(out)
+        Ok((out, filtered))
     }
 }
 
@@ -1472,6 +1508,7 @@ mod tests {
             read_columns: None,
             dictionary_columns,
             timestamp_columns: None,
+            row_filter: None,
         }
     }
 
@@ -1517,6 +1554,89 @@ mod tests {
                 (k.data_type().clone(), values)
             })
             .collect()
+    }
+
+    /// `k <> 'INFO'` over [`schema`]'s `k`.
+    fn not_info() -> LeafFilter {
+        use datafusion::logical_expr::Operator;
+        use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
+        use datafusion::scalar::ScalarValue;
+        let predicate = Arc::new(BinaryExpr::new(
+            Arc::new(Column::new("k", 0)),
+            Operator::NotEq,
+            Arc::new(Literal::new(ScalarValue::Utf8(Some("INFO".into())))),
+        ));
+        LeafFilter::new(predicate, &schema()).unwrap()
+    }
+
+    #[test]
+    fn a_row_filter_drops_rows_while_decoding_and_counts_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let keys = [
+            Some("a"),
+            Some("INFO"),
+            None,
+            Some("b"),
+            Some("INFO"),
+            Some("c"),
+        ];
+        // Plain and dictionary-encoded pages, read as strings and as
+        // dictionaries: the same rows kept, the others counted.
+        for (dictionary, as_dictionary) in [(false, false), (true, false), (true, true)] {
+            let file = write(dir, "f.parquet", &keys, dictionary);
+            let mut cfg = config(dir, as_dictionary.then(|| vec![true, false]));
+            cfg.row_filter = Some(not_info());
+            let d = read_files(&cfg, &[file], 1).unwrap();
+            let got: Vec<(Option<String>, i64)> = d
+                .batches
+                .iter()
+                .flat_map(|b| {
+                    let k = arrow::compute::cast(b.column(0), &DataType::Utf8).unwrap();
+                    let v = b
+                        .column(1)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .clone();
+                    (0..b.num_rows())
+                        .map(|i| {
+                            let k = k.as_string::<i32>();
+                            (k.is_valid(i).then(|| k.value(i).to_string()), v.value(i))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (Some("a".to_string()), 0),
+                    (Some("b".to_string()), 3),
+                    (Some("c".to_string()), 5)
+                ],
+                "dictionary pages {dictionary}, read as dictionaries {as_dictionary}"
+            );
+            assert_eq!(d.filtered, 3, "the null key fails `k <> 'INFO'` too");
+            let is_dictionary =
+                matches!(d.batches[0].column(0).data_type(), DataType::Dictionary(..));
+            assert_eq!(is_dictionary, as_dictionary);
+        }
+    }
+
+    #[test]
+    fn a_row_filter_on_a_column_missing_from_the_file_is_not_applied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let file = write(dir, "f.parquet", &[Some("INFO"), Some("a")], false);
+        let mut cfg = config(dir, None);
+        let renamed = Arc::new(Schema::new(vec![
+            Field::new("other", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        cfg.schema = renamed.clone();
+        cfg.data_schema = renamed;
+        cfg.row_filter = Some(not_info());
+        let d = read_files(&cfg, &[file], 1).unwrap();
+        assert_eq!(d.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+        assert_eq!(d.filtered, 0);
     }
 
     #[test]

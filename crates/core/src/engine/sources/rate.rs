@@ -263,6 +263,7 @@ impl Source for RateSource {
             bytes: 0,
             malformed_dropped: 0,
             corrupt_files_skipped: 0,
+            rows_filtered: 0,
         })
     }
 }

@@ -239,6 +239,7 @@ impl Source for SocketSource {
             bytes,
             malformed_dropped: 0,
             corrupt_files_skipped: 0,
+            rows_filtered: 0,
         })
     }
 

@@ -1,0 +1,284 @@
+//! Rows a leaf's source may drop while decoding: the plan's filters on the
+//! leaf's own columns.
+//!
+//! A stage that reads a leaf through projections, filters, repartitions and
+//! partition merging only (one operator over the next, nothing
+//! that looks at two rows at once) outputs no row its filters reject. Those
+//! filters' conditions, moved down to the leaf's columns, form a
+//! [`LeafFilter`] that the source may apply as it decodes (a Parquet source
+//! filters each batch of a file as soon as it is decoded), so the rows the
+//! plan drops are never gathered into the micro-batch, and the plan's own
+//! filters then keep every row. The plan keeps its filters: a source that
+//! ignores the filter, or applies it, gives the same output.
+//!
+//! Only conditions a reader can evaluate exactly as the plan would are
+//! moved: comparisons of a column (or a cast of one) with a literal or
+//! another column, `IS [NOT] NULL`, `NOT`, `AND`, `OR`, over columns the
+//! leaf gives as they are (not converted by the slot). A comparison of
+//! dictionary-encoded strings compares their values, as the plan's does.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, BooleanArray};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CastExpr, Column, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
+};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::columns::count_leaf_reads;
+use super::leaf::SlotExec;
+use super::{Leaf, Stage, StageInput};
+
+/// A condition on a leaf's columns that every row the plan outputs meets:
+/// a source may drop the rows that do not meet it (see the module
+/// documentation).
+#[derive(Debug, Clone)]
+pub struct LeafFilter {
+    /// The condition; its columns are indices into [`columns`](Self::columns).
+    predicate: Arc<dyn PhysicalExpr>,
+    /// The leaf's columns the condition reads, in its column order.
+    columns: Vec<usize>,
+    /// The leaf's schema.
+    schema: SchemaRef,
+}
+
+impl LeafFilter {
+    /// The filter of `predicate`, a condition over the columns of a leaf
+    /// whose schema is `schema` (its columns are renumbered in the order of
+    /// the columns it reads); None when it reads no column or one outside
+    /// the schema.
+    pub(crate) fn new(predicate: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<LeafFilter> {
+        let mut columns: Vec<usize> = datafusion::physical_expr::utils::collect_columns(&predicate)
+            .iter()
+            .map(|c| c.index())
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        if columns.is_empty() || columns.iter().any(|&c| c >= schema.fields().len()) {
+            return None;
+        }
+        let predicate = remap(&predicate, |i| {
+            let local = columns.binary_search(&i).ok()?;
+            Some(Arc::new(Column::new(schema.field(i).name(), local)) as Arc<dyn PhysicalExpr>)
+        })?;
+        Some(LeafFilter {
+            predicate,
+            columns,
+            schema: schema.clone(),
+        })
+    }
+
+    /// The leaf's columns (indices into its schema) the condition reads.
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+
+    /// The rows of `batch` that meet the condition (null counts as not);
+    /// `batch` holds the leaf's [`columns`](Self::columns) in that order,
+    /// each in the leaf's type or, for a string, dictionary-encoded.
+    pub fn evaluate(&self, batch: &RecordBatch) -> datafusion::error::Result<BooleanArray> {
+        let rows = batch.num_rows();
+        let mask = self.predicate.evaluate(batch)?.into_array(rows)?;
+        let mask = mask
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| {
+                datafusion::error::DataFusionError::Internal(format!(
+                    "a leaf filter gave {} instead of booleans",
+                    mask.data_type()
+                ))
+            })?
+            .clone();
+        Ok(mask)
+    }
+
+    /// The schema of the batches [`evaluate`](Self::evaluate) takes (the
+    /// leaf's types; a reader may give strings dictionary-encoded instead).
+    pub fn input_schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|&c| self.schema.field(c).clone())
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// Per leaf, the filter its source may apply: for a leaf read by one stage
+/// through one slot, the conjunction of the filters between the stage's
+/// output and the slot, where they can be moved (see the module
+/// documentation).
+pub(super) fn leaf_filters(root: &Stage, leaves: &[Leaf]) -> Vec<Option<LeafFilter>> {
+    let mut out: Vec<Option<LeafFilter>> = vec![None; leaves.len()];
+    let mut reads = vec![0usize; leaves.len()];
+    count_leaf_reads(root, &mut reads);
+    visit(root, &mut |stage| {
+        let mut conditions = Vec::new();
+        let Some(slot) = chain_to_slot(&stage.physical, &mut conditions) else {
+            return;
+        };
+        let Some(StageInput::Leaf(l)) = stage.inputs.get(slot.index) else {
+            return;
+        };
+        let Some(leaf) = leaves.get(*l) else { return };
+        if reads.get(*l) != Some(&1) {
+            return;
+        }
+        let moved: Vec<Arc<dyn PhysicalExpr>> = conditions
+            .into_iter()
+            .filter_map(|c| to_leaf_columns(&c, slot))
+            .collect();
+        let Some(predicate) = moved
+            .into_iter()
+            .reduce(|a, b| Arc::new(BinaryExpr::new(a, Operator::And, b)) as Arc<dyn PhysicalExpr>)
+        else {
+            return;
+        };
+        if let Some(f) = LeafFilter::new(predicate, &leaf.schema) {
+            out[*l] = Some(f);
+        }
+    });
+    out
+}
+
+/// Calls `f` on `stage` and every stage under it.
+fn visit(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
+    f(stage);
+    for i in &stage.inputs {
+        if let StageInput::Op(n) = i {
+            for c in &n.children {
+                visit(c, f);
+            }
+        }
+    }
+}
+
+/// The slot at the bottom of `plan` when every operator on the way passes
+/// rows on one at a time; `conditions` gets each filter's condition,
+/// rewritten to the slot's output columns.
+fn chain_to_slot<'a>(
+    plan: &'a Arc<dyn ExecutionPlan>,
+    conditions: &mut Vec<Arc<dyn PhysicalExpr>>,
+) -> Option<&'a SlotExec> {
+    if let Some(slot) = plan.downcast_ref::<SlotExec>() {
+        return Some(slot);
+    }
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        // Conditions found above are over this filter's output columns.
+        if let Some(p) = f.projection() {
+            for c in conditions.iter_mut() {
+                *c = remap(c, |i| p.get(i).map(|&j| col_expr(f.input(), j)))?;
+            }
+        }
+        conditions.push(f.predicate().clone());
+        return chain_to_slot(f.input(), conditions);
+    }
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        for c in conditions.iter_mut() {
+            *c = remap(c, |i| p.expr().get(i).map(|e| e.expr.clone()))?;
+        }
+        return chain_to_slot(p.input(), conditions);
+    }
+    let passes_rows_on = plan.downcast_ref::<RepartitionExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
+    match (passes_rows_on, plan.children().as_slice()) {
+        (true, [child]) => chain_to_slot(child, conditions),
+        _ => None,
+    }
+}
+
+/// A column reference to `plan`'s output column `i`.
+fn col_expr(plan: &Arc<dyn ExecutionPlan>, i: usize) -> Arc<dyn PhysicalExpr> {
+    let schema = plan.schema();
+    let name = schema.fields().get(i).map_or("?", |f| f.name().as_str());
+    Arc::new(Column::new(name, i))
+}
+
+/// `expr` with every column `i` replaced by `to(i)` (bottom-up, so a
+/// replacement's own columns stay as given); None when some column has no
+/// replacement.
+fn remap(
+    expr: &Arc<dyn PhysicalExpr>,
+    to: impl Fn(usize) -> Option<Arc<dyn PhysicalExpr>>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    let mut missing = false;
+    let out = expr
+        .clone()
+        .transform_up(|e| {
+            if let Some(c) = e.downcast_ref::<Column>() {
+                return Ok(match to(c.index()) {
+                    Some(r) => Transformed::yes(r),
+                    None => {
+                        missing = true;
+                        Transformed::no(e)
+                    }
+                });
+            }
+            Ok(Transformed::no(e))
+        })
+        .ok()?
+        .data;
+    (!missing).then_some(out)
+}
+
+/// `condition` (over `slot`'s output columns) over the slot's table
+/// columns, when it is one a reader can evaluate as the plan does and reads
+/// only columns the slot gives unconverted.
+fn to_leaf_columns(
+    condition: &Arc<dyn PhysicalExpr>,
+    slot: &SlotExec,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    if !movable(condition) {
+        return None;
+    }
+    remap(condition, |i| {
+        if slot.is_converted(i) {
+            return None;
+        }
+        let t = slot.table_column(i)?;
+        Some(Arc::new(Column::new("", t)) as Arc<dyn PhysicalExpr>)
+    })
+}
+
+/// True for the conditions the module documentation lists.
+fn movable(e: &Arc<dyn PhysicalExpr>) -> bool {
+    let operand = |e: &Arc<dyn PhysicalExpr>| {
+        e.downcast_ref::<Column>().is_some()
+            || e.downcast_ref::<Literal>().is_some()
+            || e.downcast_ref::<CastExpr>()
+                .is_some_and(|c| c.expr().downcast_ref::<Column>().is_some())
+    };
+    if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+        return match b.op() {
+            Operator::And | Operator::Or => movable(b.left()) && movable(b.right()),
+            Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+            | Operator::IsDistinctFrom
+            | Operator::IsNotDistinctFrom => operand(b.left()) && operand(b.right()),
+            _ => false,
+        };
+    }
+    if let Some(n) = e.downcast_ref::<NotExpr>() {
+        return movable(n.arg());
+    }
+    if let Some(n) = e.downcast_ref::<IsNullExpr>() {
+        return operand(n.arg());
+    }
+    if let Some(n) = e.downcast_ref::<IsNotNullExpr>() {
+        return operand(n.arg());
+    }
+    false
+}
