@@ -21,6 +21,7 @@ pub mod event_log;
 pub mod event_table;
 pub mod exec;
 pub mod fault;
+pub mod leaf_filter;
 pub mod metrics;
 pub mod progress;
 pub mod quality;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
-use crate::engine::exec::LeafFilter;
+use crate::engine::leaf_filter::LeafFilter;
 use crate::error::Result;
 
 /// A position in a source's stream, as stored in `offsets/N`.

@@ -225,7 +225,7 @@ pub(super) fn leaf_conversions(root: &Stage, leaves: &[Leaf]) -> Vec<Vec<Option<
 }
 
 /// Calls `f` on `stage` and every stage under it.
-fn visit_stages(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
+pub(super) fn visit_stages(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
     f(stage);
     for i in &stage.inputs {
         if let StageInput::Op(n) = i {

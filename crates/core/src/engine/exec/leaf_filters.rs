@@ -19,9 +19,6 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, BooleanArray};
-use arrow::datatypes::{Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{
@@ -34,84 +31,10 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::columns::count_leaf_reads;
+use super::columns::{count_leaf_reads, visit_stages};
 use super::leaf::SlotExec;
 use super::{Leaf, Stage, StageInput};
-
-/// A condition on a leaf's columns that every row the plan outputs meets:
-/// a source may drop the rows that do not meet it (see the module
-/// documentation).
-#[derive(Debug, Clone)]
-pub struct LeafFilter {
-    /// The condition; its columns are indices into [`columns`](Self::columns).
-    predicate: Arc<dyn PhysicalExpr>,
-    /// The leaf's columns the condition reads, in its column order.
-    columns: Vec<usize>,
-    /// The leaf's schema.
-    schema: SchemaRef,
-}
-
-impl LeafFilter {
-    /// The filter of `predicate`, a condition over the columns of a leaf
-    /// whose schema is `schema` (its columns are renumbered in the order of
-    /// the columns it reads); None when it reads no column or one outside
-    /// the schema.
-    pub(crate) fn new(predicate: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<LeafFilter> {
-        let mut columns: Vec<usize> = datafusion::physical_expr::utils::collect_columns(&predicate)
-            .iter()
-            .map(|c| c.index())
-            .collect();
-        columns.sort_unstable();
-        columns.dedup();
-        if columns.is_empty() || columns.iter().any(|&c| c >= schema.fields().len()) {
-            return None;
-        }
-        let predicate = remap(&predicate, |i| {
-            let local = columns.binary_search(&i).ok()?;
-            Some(Arc::new(Column::new(schema.field(i).name(), local)) as Arc<dyn PhysicalExpr>)
-        })?;
-        Some(LeafFilter {
-            predicate,
-            columns,
-            schema: schema.clone(),
-        })
-    }
-
-    /// The leaf's columns (indices into its schema) the condition reads.
-    pub fn columns(&self) -> &[usize] {
-        &self.columns
-    }
-
-    /// The rows of `batch` that meet the condition (null counts as not);
-    /// `batch` holds the leaf's [`columns`](Self::columns) in that order,
-    /// each in the leaf's type or, for a string, dictionary-encoded.
-    pub fn evaluate(&self, batch: &RecordBatch) -> datafusion::error::Result<BooleanArray> {
-        let rows = batch.num_rows();
-        let mask = self.predicate.evaluate(batch)?.into_array(rows)?;
-        let mask = mask
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal(format!(
-                    "a leaf filter gave {} instead of booleans",
-                    mask.data_type()
-                ))
-            })?
-            .clone();
-        Ok(mask)
-    }
-
-    /// The schema of the batches [`evaluate`](Self::evaluate) takes (the
-    /// leaf's types; a reader may give strings dictionary-encoded instead).
-    pub fn input_schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .map(|&c| self.schema.field(c).clone())
-            .collect();
-        Arc::new(Schema::new(fields))
-    }
-}
+use crate::engine::leaf_filter::LeafFilter;
 
 /// Per leaf, the filter its source may apply: for a leaf read by one stage
 /// through one slot, the conjunction of the filters between the stage's
@@ -121,7 +44,7 @@ pub(super) fn leaf_filters(root: &Stage, leaves: &[Leaf]) -> Vec<Option<LeafFilt
     let mut out: Vec<Option<LeafFilter>> = vec![None; leaves.len()];
     let mut reads = vec![0usize; leaves.len()];
     count_leaf_reads(root, &mut reads);
-    visit(root, &mut |stage| {
+    visit_stages(root, &mut |stage| {
         let mut conditions = Vec::new();
         let Some(slot) = chain_to_slot(&stage.physical, &mut conditions) else {
             return;
@@ -148,18 +71,6 @@ pub(super) fn leaf_filters(root: &Stage, leaves: &[Leaf]) -> Vec<Option<LeafFilt
         }
     });
     out
-}
-
-/// Calls `f` on `stage` and every stage under it.
-fn visit(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
-    f(stage);
-    for i in &stage.inputs {
-        if let StageInput::Op(n) = i {
-            for c in &n.children {
-                visit(c, f);
-            }
-        }
-    }
 }
 
 /// The slot at the bottom of `plan` when every operator on the way passes

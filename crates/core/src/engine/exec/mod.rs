@@ -109,7 +109,7 @@ use self::dedup::DedupOp;
 use self::guards::*;
 use self::join::JoinOp;
 use self::leaf::{PartitionedRows, SlotExec, SlotTable};
-pub use self::leaf_filters::LeafFilter;
+pub use crate::engine::leaf_filter::LeafFilter;
 use crate::error::{Error, PlanError, Result};
 use crate::formats::OutputMode;
 use crate::plan::ddl::schema_to_ddl;

@@ -45,7 +45,7 @@ use serde_json::json;
 
 use super::parse::{self, CsvOptions, FileToRead, Mode, ParseConfig};
 use super::{manifest_files, read_state_file, resolve_path, Options};
-use crate::engine::exec::LeafFilter;
+use crate::engine::leaf_filter::LeafFilter;
 use crate::engine::source::{Backlog, Offset, ReadBatch, Source, SourceContext};
 use crate::engine::storage::{object, Location, ObjectKey, WriteOnce};
 use crate::error::{Error, Result};

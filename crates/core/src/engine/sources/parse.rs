@@ -28,7 +28,7 @@ use super::json_fast::FastJson;
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
 use crate::engine::exec::dictionary_ids::string_dictionary_type;
-use crate::engine::exec::LeafFilter;
+use crate::engine::leaf_filter::LeafFilter;
 use crate::error::{Error, Result};
 
 /// The file formats of the file source.
