@@ -39,20 +39,10 @@ impl LeafFilter {
         if columns.is_empty() || columns.iter().any(|&c| c >= schema.fields().len()) {
             return None;
         }
-        // Renumbered bottom-up, so a new column is not renumbered again.
-        let predicate = predicate
-            .transform_up(|e| {
-                let Some(c) = e.downcast_ref::<Column>() else {
-                    return Ok(Transformed::no(e));
-                };
-                let i = c.index();
-                let local = columns.binary_search(&i).unwrap_or(0);
-                Ok(Transformed::yes(
-                    Arc::new(Column::new(schema.field(i).name(), local)) as Arc<dyn PhysicalExpr>,
-                ))
-            })
-            .ok()?
-            .data;
+        let predicate = remap(&predicate, |i| {
+            let local = columns.binary_search(&i).ok()?;
+            Some(Arc::new(Column::new(schema.field(i).name(), local)) as Arc<dyn PhysicalExpr>)
+        })?;
         Some(LeafFilter {
             predicate,
             columns,
@@ -94,4 +84,31 @@ impl LeafFilter {
             .collect();
         Arc::new(Schema::new(fields))
     }
+}
+
+/// `expr` with every column `i` replaced by `to(i)` (bottom-up, so a
+/// replacement's own columns stay as given); None when some column has no
+/// replacement.
+pub(crate) fn remap(
+    expr: &Arc<dyn PhysicalExpr>,
+    to: impl Fn(usize) -> Option<Arc<dyn PhysicalExpr>>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    let mut missing = false;
+    let out = expr
+        .clone()
+        .transform_up(|e| {
+            if let Some(c) = e.downcast_ref::<Column>() {
+                return Ok(match to(c.index()) {
+                    Some(r) => Transformed::yes(r),
+                    None => {
+                        missing = true;
+                        Transformed::no(e)
+                    }
+                });
+            }
+            Ok(Transformed::no(e))
+        })
+        .ok()?
+        .data;
+    (!missing).then_some(out)
 }

@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{
     BinaryExpr, CastExpr, Column, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
@@ -34,7 +33,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::columns::{count_leaf_reads, visit_stages};
 use super::leaf::SlotExec;
 use super::{Leaf, Stage, StageInput};
-use crate::engine::leaf_filter::LeafFilter;
+use crate::engine::leaf_filter::{remap, LeafFilter};
 
 /// Per leaf, the filter its source may apply: for a leaf read by one stage
 /// through one slot, the conjunction of the filters between the stage's
@@ -56,12 +55,9 @@ pub(super) fn leaf_filters(root: &Stage, leaves: &[Leaf]) -> Vec<Option<LeafFilt
         if reads.get(*l) != Some(&1) {
             return;
         }
-        let moved: Vec<Arc<dyn PhysicalExpr>> = conditions
-            .into_iter()
-            .filter_map(|c| to_leaf_columns(&c, slot))
-            .collect();
-        let Some(predicate) = moved
-            .into_iter()
+        let Some(predicate) = conditions
+            .iter()
+            .filter_map(|c| to_leaf_columns(c, slot))
             .reduce(|a, b| Arc::new(BinaryExpr::new(a, Operator::And, b)) as Arc<dyn PhysicalExpr>)
         else {
             return;
@@ -112,33 +108,6 @@ fn col_expr(plan: &Arc<dyn ExecutionPlan>, i: usize) -> Arc<dyn PhysicalExpr> {
     let schema = plan.schema();
     let name = schema.fields().get(i).map_or("?", |f| f.name().as_str());
     Arc::new(Column::new(name, i))
-}
-
-/// `expr` with every column `i` replaced by `to(i)` (bottom-up, so a
-/// replacement's own columns stay as given); None when some column has no
-/// replacement.
-fn remap(
-    expr: &Arc<dyn PhysicalExpr>,
-    to: impl Fn(usize) -> Option<Arc<dyn PhysicalExpr>>,
-) -> Option<Arc<dyn PhysicalExpr>> {
-    let mut missing = false;
-    let out = expr
-        .clone()
-        .transform_up(|e| {
-            if let Some(c) = e.downcast_ref::<Column>() {
-                return Ok(match to(c.index()) {
-                    Some(r) => Transformed::yes(r),
-                    None => {
-                        missing = true;
-                        Transformed::no(e)
-                    }
-                });
-            }
-            Ok(Transformed::no(e))
-        })
-        .ok()?
-        .data;
-    (!missing).then_some(out)
 }
 
 /// `condition` (over `slot`'s output columns) over the slot's table
