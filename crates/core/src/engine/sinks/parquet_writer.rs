@@ -2,7 +2,8 @@
 //! several threads (parquet's `ArrowColumnWriter` API), so one output file
 //! uses every core. The file is the same as `ArrowWriter` writes (arrow
 //! schema in the metadata, same properties and row-group limits), only the
-//! column chunks of a row group are encoded concurrently.
+//! column chunks of a row group are encoded concurrently, and each row group
+//! is appended to the file while the next ones are still being encoded.
 //!
 //! A `Utf8` column may arrive as `Dictionary(Int32, Utf8)` (string columns
 //! that stayed dictionary-encoded from a Parquet source): its chunks are
@@ -225,7 +226,10 @@ impl ParallelParquetWriter {
             );
         }
         drop(groups);
-        // Heaviest chunks first, handed out to the threads as they free up.
+        // Row group by row group, the heaviest chunks of each first, handed
+        // out to the threads as they free up; a row group is appended to the
+        // file as soon as it and those before it are encoded, while the
+        // other threads go on encoding.
         let mut order: Vec<(usize, usize, usize)> = Vec::new();
         for (g, cols) in jobs.iter().enumerate() {
             for (c, job) in cols.iter().enumerate() {
@@ -233,11 +237,27 @@ impl ParallelParquetWriter {
                 order.push((cost, g, c));
             }
         }
-        order.sort_by_key(|&(cost, g, c)| (std::cmp::Reverse(cost), g, c));
+        order.sort_by_key(|&(cost, g, c)| (g, std::cmp::Reverse(cost), c));
         let results: Vec<Vec<Mutex<Option<Result<Chunk>>>>> = jobs
             .iter()
             .map(|cols| cols.iter().map(|_| Mutex::new(None)).collect())
             .collect();
+        let unfinished: Vec<AtomicUsize> = jobs
+            .iter()
+            .map(|cols| AtomicUsize::new(cols.len()))
+            .collect();
+        // Small writes (a few rows per batch) are not worth a thread.
+        let total: usize = order.iter().map(|o| o.0).sum();
+        let threads = if total < self.parallel_min_bytes {
+            1
+        } else {
+            self.threads.min(order.len()).max(1)
+        };
+        let appender = Mutex::new(Appender {
+            writer: &mut self.writer,
+            next: 0,
+            error: None,
+        });
         let next = AtomicUsize::new(0);
         let work = || loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
@@ -258,13 +278,13 @@ impl ParallelParquetWriter {
                 )),
             };
             *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-        };
-        // Small writes (a few rows per batch) are not worth a thread.
-        let total: usize = order.iter().map(|o| o.0).sum();
-        let threads = if total < self.parallel_min_bytes {
-            1
-        } else {
-            self.threads.min(order.len()).max(1)
+            if unfinished[g].fetch_sub(1, Ordering::AcqRel) == 1 {
+                // Another thread appending goes on with this group once it
+                // is done with its own; what both miss is appended below.
+                if let Ok(mut a) = appender.try_lock() {
+                    a.append_finished(&results, &unfinished);
+                }
+            }
         };
         if threads == 1 {
             work();
@@ -276,22 +296,15 @@ impl ParallelParquetWriter {
                 work();
             });
         }
-        for group in results {
-            let mut rg = self.writer.next_row_group()?;
-            for r in group {
-                match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                    Some(chunk) => match chunk? {
-                        Chunk::Arrow(chunk) => chunk.append_to_row_group(&mut rg)?,
-                        Chunk::Spliced(bytes, close) => rg.append_column(&bytes, close)?,
-                    },
-                    None => {
-                        return Err(ParquetError::General(
-                            "internal error: a column was not encoded".into(),
-                        ))
-                    }
-                }
-            }
-            rg.close()?;
+        let mut appender = appender.into_inner().unwrap_or_else(|e| e.into_inner());
+        appender.append_finished(&results, &unfinished);
+        if let Some(e) = appender.error {
+            return Err(e);
+        }
+        if appender.next < results.len() {
+            return Err(ParquetError::General(
+                "internal error: a column was not encoded".into(),
+            ));
         }
         Ok(())
     }
@@ -301,6 +314,55 @@ impl ParallelParquetWriter {
         self.close_row_group();
         self.encode_ready()?;
         self.writer.into_inner()
+    }
+}
+
+/// Appends encoded row groups to the file in order (see
+/// [`ParallelParquetWriter::encode_ready`]).
+struct Appender<'w> {
+    writer: &'w mut SerializedFileWriter<File>,
+    /// The next row group to append.
+    next: usize,
+    /// The first error; nothing is appended after it.
+    error: Option<ParquetError>,
+}
+
+impl Appender<'_> {
+    /// Appends every row group from `next` on whose columns are all
+    /// encoded (`unfinished` 0), stopping at the first that is not.
+    fn append_finished(
+        &mut self,
+        results: &[Vec<Mutex<Option<Result<Chunk>>>>],
+        unfinished: &[AtomicUsize],
+    ) {
+        while self.error.is_none()
+            && self.next < results.len()
+            && unfinished[self.next].load(Ordering::Acquire) == 0
+        {
+            if let Err(e) = self.append(&results[self.next]) {
+                self.error = Some(e);
+            }
+            self.next += 1;
+        }
+    }
+
+    fn append(&mut self, group: &[Mutex<Option<Result<Chunk>>>]) -> Result<()> {
+        let mut rg = self.writer.next_row_group()?;
+        for r in group {
+            match r.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(chunk) => match chunk? {
+                    Chunk::Arrow(chunk) => chunk.append_to_row_group(&mut rg)?,
+                    Chunk::Spliced(bytes, close) => rg.append_column(&bytes, close)?,
+                },
+                None => {
+                    return Err(ParquetError::General(
+                        "internal error: a column was not encoded".into(),
+                    ))
+                }
+            }
+        }
+        rg.close()?;
+        Ok(())
     }
 }
 

@@ -83,6 +83,16 @@ pub fn cast_timestamp_with_zones(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// [`cast_timestamp_with_zones`] over strings in time order: the
+/// canonical shape read through `run` (see [`cast::CanonicalRun`]), every
+/// other string as [`cast_timestamp_with_zones`] reads it.
+pub(crate) fn cast_timestamp_in_run(s: &[u8], run: &mut cast::CanonicalRun) -> Option<i64> {
+    match run.seconds(s) {
+        Some(v) => Some(v),
+        None => cast_timestamp_with_zones(s),
+    }
+}
+
 fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

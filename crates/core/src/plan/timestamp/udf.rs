@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
-use super::{cast_timestamp_with_zones, SparkPattern};
+use super::SparkPattern;
 use crate::plan::ddl::SESSION_TIME_ZONE;
 
 /// The name of the function.
@@ -214,14 +214,15 @@ fn convert(
     array: &ArrayRef,
     pattern: Option<&SparkPattern>,
 ) -> DFResult<TimestampMicrosecondArray> {
-    let parse = |s: &[u8]| match pattern {
+    let mut run = super::cast::CanonicalRun::default();
+    let mut parse = |s: &[u8]| match pattern {
         Some(p) => p.parse(s),
-        None => cast_timestamp_with_zones(s),
+        None => super::cast_timestamp_in_run(s, &mut run),
     };
     let out = match array.data_type() {
-        DataType::Utf8 => strings(array.as_string::<i32>(), parse),
-        DataType::LargeUtf8 => strings(array.as_string::<i64>(), parse),
-        DataType::Utf8View => string_views(array.as_string_view(), parse),
+        DataType::Utf8 => strings(array.as_string::<i32>(), &mut parse),
+        DataType::LargeUtf8 => strings(array.as_string::<i64>(), &mut parse),
+        DataType::Utf8View => string_views(array.as_string_view(), &mut parse),
         DataType::Null => TimestampMicrosecondArray::new_null(array.len()),
         DataType::Int64 => {
             let secs = array.as_primitive::<arrow::datatypes::Int64Type>();
@@ -245,10 +246,11 @@ fn convert(
 
 /// `parse` over every string of `a`: one pass over the offsets and the
 /// value bytes, no per-row allocation; a NULL input or a string `parse`
-/// refuses is NULL.
+/// refuses is NULL. Without a NULL, the result has no validity buffer
+/// (gathers from it, as by a dictionary's keys, then copy no bits).
 fn strings<O: arrow::array::OffsetSizeTrait>(
     a: &arrow::array::GenericStringArray<O>,
-    parse: impl Fn(&[u8]) -> Option<i64>,
+    mut parse: impl FnMut(&[u8]) -> Option<i64>,
 ) -> TimestampMicrosecondArray {
     let n = a.len();
     let offsets = a.value_offsets();
@@ -273,13 +275,14 @@ fn strings<O: arrow::array::OffsetSizeTrait>(
         valid.append(v.is_some());
     }
     let nulls = arrow::buffer::NullBuffer::new(valid.finish());
-    TimestampMicrosecondArray::new(values.into(), Some(nulls))
+    let nulls = (nulls.null_count() > 0).then_some(nulls);
+    TimestampMicrosecondArray::new(values.into(), nulls)
 }
 
 /// `parse` over a string view array.
 fn string_views(
     a: &StringViewArray,
-    parse: impl Fn(&[u8]) -> Option<i64>,
+    mut parse: impl FnMut(&[u8]) -> Option<i64>,
 ) -> TimestampMicrosecondArray {
     a.iter()
         .map(|v| v.and_then(|s| parse(s.as_bytes())))
