@@ -1098,33 +1098,73 @@ fn write_rle_run(value: u32, count: usize, width: u8, out: &mut Vec<u8>) {
     out.extend_from_slice(&bytes[..(width as usize).div_ceil(8)]);
 }
 
-/// Writes `values` as bit-packed runs of at most [`MAX_GROUPS_PER_RUN`]
-/// groups; only the last group may be partial (it is zero-padded).
+/// Writes `values` as bit-packed runs of `width` bits (at most
+/// [`MAX_GROUPS_PER_RUN`] groups of [`GROUP`] values each, the last group
+/// padded with zeros), as parquet's RLE / bit-packing hybrid encoding
+/// packs them: least significant bit first.
 fn write_bit_packed(values: &[u32], width: u8, out: &mut Vec<u8>) {
-    let mask: u64 = (1u64 << width) - 1;
+    macro_rules! packed_with {
+        ($($w:literal)*) => {
+            match width {
+                $($w => write_bit_packed_as::<$w>(values, out),)*
+                _ => {}
+            }
+        };
+    }
+    packed_with!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+        30 31 32);
+}
+
+/// [`write_bit_packed`] for a width known at compile time: each group of
+/// eight values becomes `W` bytes with constant shifts.
+fn write_bit_packed_as<const W: u32>(values: &[u32], out: &mut Vec<u8>) {
     for run in values.chunks(MAX_GROUPS_PER_RUN * GROUP) {
         let groups = run.len().div_ceil(GROUP);
         write_varint(((groups as u64) << 1) | 1, out);
-        // `groups` whole groups take `width` bytes each; the padding
-        // values are the zeros the bytes start as.
         let at = out.len();
-        out.resize(at + groups * width as usize, 0);
+        out.resize(at + groups * W as usize, 0);
         let packed = &mut out[at..];
-        let mut pos = 0usize;
-        let mut acc = 0u64;
-        let mut bits = 0u32;
-        for &v in run {
-            acc |= (u64::from(v) & mask) << bits;
-            bits += u32::from(width);
-            if bits >= 32 {
-                packed[pos..pos + 4].copy_from_slice(&(acc as u32).to_le_bytes());
-                pos += 4;
-                acc >>= 32;
-                bits -= 32;
-            }
+        let mut chunks = run.chunks_exact(GROUP);
+        for (g, group) in chunks.by_ref().enumerate() {
+            let group: &[u32; GROUP] = group.try_into().unwrap_or(&[0; GROUP]);
+            pack_group::<W>(group, &mut packed[g * W as usize..(g + 1) * W as usize]);
         }
-        let rest = bits.div_ceil(8) as usize;
-        packed[pos..pos + rest].copy_from_slice(&acc.to_le_bytes()[..rest]);
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut group = [0u32; GROUP];
+            group[..rest.len()].copy_from_slice(rest);
+            let g = groups - 1;
+            pack_group::<W>(&group, &mut packed[g * W as usize..(g + 1) * W as usize]);
+        }
+    }
+}
+
+/// Packs eight values of `W` bits into `out` (`W` bytes).
+#[inline(always)]
+fn pack_group<const W: u32>(group: &[u32; GROUP], out: &mut [u8]) {
+    let mask: u128 = (1u128 << W) - 1;
+    if W <= 16 {
+        // All eight fit in 128 bits.
+        let mut acc: u128 = 0;
+        for (k, &v) in group.iter().enumerate() {
+            acc |= (u128::from(v) & mask) << (k as u32 * W);
+        }
+        out.copy_from_slice(&acc.to_le_bytes()[..W as usize]);
+    } else {
+        // Two halves of four, joined into the group's 8 * W bits.
+        let (mut lo, mut hi) = (0u128, 0u128);
+        for k in 0..GROUP / 2 {
+            lo |= (u128::from(group[k]) & mask) << (k as u32 * W);
+            hi |= (u128::from(group[k + GROUP / 2]) & mask) << (k as u32 * W);
+        }
+        let half = 4 * W;
+        let (low, high) = if half >= 128 {
+            (lo, hi)
+        } else {
+            (lo | (hi << half), hi >> (128 - half))
+        };
+        out[..16].copy_from_slice(&low.to_le_bytes());
+        out[16..].copy_from_slice(&high.to_le_bytes()[..W as usize - 16]);
     }
 }
 
@@ -2060,6 +2100,18 @@ mod tests {
         let d: ArrayRef = Arc::new(Int64Array::from(vec![None; 250]));
         let e: ArrayRef = Arc::new(Int64Array::from_iter_values(0..250));
         check_int64(DataType::Int64, true, &props, &[e.clone(), d, e]);
+        // Without nulls: the extremes and repeated values across arrays,
+        // slices.
+        let g: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..400i64).map(|i| (i * 7919) % 1000 - 500),
+        ));
+        let h: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX, 3, i64::MIN, 3, i64::MAX]));
+        check_int64(
+            DataType::Int64,
+            false,
+            &props,
+            &[g.slice(0, 150), h.clone(), g.slice(150, 250), h.slice(1, 3)],
+        );
         // Every value distinct (the table grows many times), random order.
         let mut rng = Lcg(3);
         let f: ArrayRef = Arc::new(Int64Array::from_iter_values(
@@ -2178,6 +2230,48 @@ mod tests {
         assert!(data.is_empty(), "{} trailing bytes", data.len());
         out.truncate(n);
         out
+    }
+
+    #[test]
+    fn bit_packing_matches_the_bit_by_bit_packer() {
+        // The packer before the per-width one: one value at a time through
+        // a 64-bit accumulator.
+        fn reference(values: &[u32], width: u8, out: &mut Vec<u8>) {
+            let mask: u64 = (1u64 << width) - 1;
+            for run in values.chunks(MAX_GROUPS_PER_RUN * GROUP) {
+                let groups = run.len().div_ceil(GROUP);
+                write_varint(((groups as u64) << 1) | 1, out);
+                let at = out.len();
+                out.resize(at + groups * width as usize, 0);
+                let packed = &mut out[at..];
+                let mut pos = 0usize;
+                let mut acc = 0u64;
+                let mut bits = 0u32;
+                for &v in run {
+                    acc |= (u64::from(v) & mask) << bits;
+                    bits += u32::from(width);
+                    if bits >= 32 {
+                        packed[pos..pos + 4].copy_from_slice(&(acc as u32).to_le_bytes());
+                        pos += 4;
+                        acc >>= 32;
+                        bits -= 32;
+                    }
+                }
+                let rest = bits.div_ceil(8) as usize;
+                packed[pos..pos + rest].copy_from_slice(&acc.to_le_bytes()[..rest]);
+            }
+        }
+        let mut rng = Lcg(5);
+        for width in 1..=32u8 {
+            let max = (1u64 << width) - 1;
+            for n in [1usize, 7, 8, 9, 63, 64, 503, 504, 505, 1001] {
+                let values: Vec<u32> = (0..n).map(|_| (rng.next() & max) as u32).collect();
+                let (mut ours, mut theirs) = (vec![9u8], vec![9u8]);
+                write_bit_packed(&values, width, &mut ours);
+                reference(&values, width, &mut theirs);
+                assert_eq!(ours, theirs, "width {width}, {n} values");
+            }
+        }
     }
 
     #[test]
