@@ -209,6 +209,19 @@ fn only_compared_or_passed(c: usize, ancestors: &[Arc<dyn ExecutionPlan>]) -> bo
     true
 }
 
+/// True for `=`, `<>`, `<`, `<=`, `>` and `>=`.
+pub(super) fn is_comparison(op: &Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+    )
+}
+
 fn is_column(e: &Arc<dyn PhysicalExpr>, c: usize) -> bool {
     e.downcast_ref::<Column>()
         .is_some_and(|col| col.index() == c)
@@ -223,16 +236,7 @@ fn only_compared(e: &Arc<dyn PhysicalExpr>, c: usize) -> bool {
         return false;
     }
     if let Some(b) = e.downcast_ref::<BinaryExpr>() {
-        let comparison = matches!(
-            b.op(),
-            Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-        );
-        if comparison
+        if is_comparison(b.op())
             && ((is_column(b.left(), c) && is_string_literal(b.right()))
                 || (is_column(b.right(), c) && is_string_literal(b.left())))
         {

@@ -32,6 +32,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::columns::{count_leaf_reads, visit_stages};
 use super::leaf::SlotExec;
+use super::leaf_dictionaries::is_comparison;
 use super::{Leaf, Stage, StageInput};
 use crate::engine::leaf_filter::{remap, LeafFilter};
 
@@ -140,14 +141,10 @@ fn movable(e: &Arc<dyn PhysicalExpr>) -> bool {
     if let Some(b) = e.downcast_ref::<BinaryExpr>() {
         return match b.op() {
             Operator::And | Operator::Or => movable(b.left()) && movable(b.right()),
-            Operator::Eq
-            | Operator::NotEq
-            | Operator::Lt
-            | Operator::LtEq
-            | Operator::Gt
-            | Operator::GtEq
-            | Operator::IsDistinctFrom
-            | Operator::IsNotDistinctFrom => operand(b.left()) && operand(b.right()),
+            Operator::IsDistinctFrom | Operator::IsNotDistinctFrom => {
+                operand(b.left()) && operand(b.right())
+            }
+            op if is_comparison(op) => operand(b.left()) && operand(b.right()),
             _ => false,
         };
     }
