@@ -236,6 +236,14 @@ impl DeltaSink {
                 .await
             });
         }
+        if !replace
+            && !self.merge_schema
+            && !batches.is_empty()
+            && plain_appends(&table, &self.schema)
+        {
+            let batches = batches.to_vec();
+            return block_on(async move { append(table, batches, props).await });
+        }
         let mut input: Vec<RecordBatch> = batches.to_vec();
         if input.is_empty() {
             input.push(RecordBatch::new_empty(self.schema.clone()));
@@ -256,6 +264,77 @@ impl DeltaSink {
         }
         block_on(async move { write.await })
     }
+}
+
+/// True when an append of rows of `schema` to `table` needs none of what
+/// only delta-rs's write operation does: filling columns the rows lack,
+/// enforcing CHECK constraints, generated and identity columns, column
+/// mapping (writer versions above 2) and invariants. Then [`append`] may
+/// write it.
+fn plain_appends(table: &DeltaTable, schema: &Schema) -> bool {
+    let Ok(state) = table.snapshot() else {
+        return false;
+    };
+    if state.protocol().min_writer_version() > 2 {
+        return false;
+    }
+    let table_schema = state.schema();
+    let same_columns = table_schema.fields().len() == schema.fields().len()
+        && schema
+            .fields()
+            .iter()
+            .all(|f| table_schema.field(f.name()).is_some());
+    if !same_columns {
+        return false;
+    }
+    fn has_invariants(t: &deltalake::kernel::DataType) -> bool {
+        use deltalake::kernel::DataType as T;
+        match t {
+            T::Struct(s) => s.fields().any(|f| {
+                f.metadata().contains_key("delta.invariants") || has_invariants(f.data_type())
+            }),
+            T::Array(a) => has_invariants(a.element_type()),
+            T::Map(m) => has_invariants(m.key_type()) || has_invariants(m.value_type()),
+            _ => false,
+        }
+    }
+    let invariants = table_schema
+        .fields()
+        .any(|f| f.metadata().contains_key("delta.invariants") || has_invariants(f.data_type()));
+    !invariants
+}
+
+/// Appends `batches` (not empty) to `table` in one commit carrying `props`:
+/// delta-rs's record-batch writer writes the files (one per partition),
+/// and the commit adds them — without the write operation's query plan,
+/// which a small append (an event log's) would spend most of its time on.
+async fn append(
+    mut table: DeltaTable,
+    batches: Vec<RecordBatch>,
+    props: CommitProperties,
+) -> std::result::Result<DeltaTable, deltalake::DeltaTableError> {
+    use deltalake::kernel::transaction::CommitBuilder;
+    use deltalake::kernel::Action;
+    use deltalake::protocol::DeltaOperation;
+    use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+
+    let mut writer = RecordBatchWriter::for_table(&table)?;
+    for batch in batches {
+        writer.write(batch).await?;
+    }
+    let adds: Vec<Action> = writer.flush().await?.into_iter().map(Action::Add).collect();
+    let partition_by: Vec<String> = table.snapshot()?.metadata().partition_columns().to_vec();
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: (!partition_by.is_empty()).then_some(partition_by),
+        predicate: None,
+    };
+    let committed = CommitBuilder::from(props)
+        .with_actions(adds)
+        .build(Some(table.snapshot()?), table.log_store(), operation)
+        .await?;
+    table.state = Some(committed.snapshot());
+    Ok(table)
 }
 
 /// Runs one MERGE of `batches` (rows of `schema`) into `table` on the

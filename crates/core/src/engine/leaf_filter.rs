@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, BooleanArray};
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, BooleanArray, DictionaryArray};
+use arrow::buffer::BooleanBuffer;
+use arrow::datatypes::{Field, Int32Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::physical_expr::expressions::Column;
@@ -59,19 +60,58 @@ impl LeafFilter {
     /// `batch` holds the leaf's [`columns`](Self::columns) in that order,
     /// each in the leaf's type or, for a string, dictionary-encoded.
     pub fn evaluate(&self, batch: &RecordBatch) -> datafusion::error::Result<BooleanArray> {
+        if let ([column], [leaf_column]) = (batch.columns(), self.columns.as_slice()) {
+            if let Some(dictionary) = column.as_dictionary_opt::<Int32Type>() {
+                let leaf_type = self.schema.field(*leaf_column).data_type();
+                if dictionary.values().data_type() == leaf_type {
+                    return self.evaluate_dictionary(dictionary);
+                }
+            }
+        }
         let rows = batch.num_rows();
-        let mask = self.predicate.evaluate(batch)?.into_array(rows)?;
-        let mask = mask
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal(format!(
-                    "a leaf filter gave {} instead of booleans",
-                    mask.data_type()
-                ))
-            })?
-            .clone();
-        Ok(mask)
+        as_mask(self.predicate.evaluate(batch)?.into_array(rows)?)
+    }
+
+    /// [`evaluate`](Self::evaluate) of a condition on one column given
+    /// dictionary-encoded: the condition is evaluated once per distinct
+    /// value (and once for NULL), and each row takes its key's result.
+    fn evaluate_dictionary(
+        &self,
+        dictionary: &DictionaryArray<Int32Type>,
+    ) -> datafusion::error::Result<BooleanArray> {
+        let values = dictionary.values();
+        let null = values.len();
+        // The distinct values, then a NULL for the rows with a null key.
+        let with_null = arrow::compute::concat(&[
+            values.as_ref(),
+            new_null_array(values.data_type(), 1).as_ref(),
+        ])?;
+        let field = self
+            .schema
+            .field(self.columns[0])
+            .clone()
+            .with_nullable(true);
+        let distinct = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![with_null])?;
+        let per_value = as_mask(self.predicate.evaluate(&distinct)?.into_array(null + 1)?)?;
+        // A row is kept where its value's result is true (not false or null).
+        let kept: Vec<bool> = (0..=null)
+            .map(|i| per_value.is_valid(i) && per_value.value(i))
+            .collect();
+        let keys = dictionary.keys();
+        let bits = match keys.nulls().filter(|n| n.null_count() > 0) {
+            None => BooleanBuffer::collect_bool(keys.len(), |i| {
+                kept.get(keys.value(i) as usize).copied().unwrap_or(false)
+            }),
+            Some(nulls) => BooleanBuffer::collect_bool(keys.len(), |i| {
+                let k = if nulls.is_null(i) {
+                    null
+                } else {
+                    keys.value(i) as usize
+                };
+                kept.get(k).copied().unwrap_or(false)
+            }),
+        };
+        Ok(BooleanArray::new(bits, None))
     }
 
     /// The schema of the batches [`evaluate`](Self::evaluate) takes (the
@@ -84,6 +124,19 @@ impl LeafFilter {
             .collect();
         Arc::new(Schema::new(fields))
     }
+}
+
+/// `mask` as booleans (an error naming its type otherwise).
+fn as_mask(mask: ArrayRef) -> datafusion::error::Result<BooleanArray> {
+    mask.as_any()
+        .downcast_ref::<BooleanArray>()
+        .cloned()
+        .ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal(format!(
+                "a leaf filter gave {} instead of booleans",
+                mask.data_type()
+            ))
+        })
 }
 
 /// `expr` with every column `i` replaced by `to(i)` (bottom-up, so a
@@ -111,4 +164,133 @@ pub(crate) fn remap(
         .ok()?
         .data;
     (!missing).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::StringArray;
+    use arrow::datatypes::DataType;
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{
+        BinaryExpr, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
+    };
+    use datafusion::scalar::ScalarValue;
+    use proptest::prelude::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("v", DataType::Int64, false),
+            Field::new("level", DataType::Utf8, true),
+        ]))
+    }
+
+    fn level() -> Arc<dyn PhysicalExpr> {
+        Arc::new(Column::new("level", 1))
+    }
+
+    fn text(s: &str) -> Arc<dyn PhysicalExpr> {
+        Arc::new(Literal::new(ScalarValue::Utf8(Some(s.into()))))
+    }
+
+    fn compare(op: Operator, s: &str) -> Arc<dyn PhysicalExpr> {
+        Arc::new(BinaryExpr::new(level(), op, text(s)))
+    }
+
+    /// Conditions on `level`, each with a name for failure messages.
+    fn conditions() -> Vec<(&'static str, Arc<dyn PhysicalExpr>)> {
+        vec![
+            ("level <> 'INFO'", compare(Operator::NotEq, "INFO")),
+            ("level = 'WARN'", compare(Operator::Eq, "WARN")),
+            ("level < 'INFO'", compare(Operator::Lt, "INFO")),
+            ("level IS NULL", Arc::new(IsNullExpr::new(level()))),
+            ("level IS NOT NULL", Arc::new(IsNotNullExpr::new(level()))),
+            (
+                "NOT (level = 'INFO')",
+                Arc::new(NotExpr::new(compare(Operator::Eq, "INFO"))),
+            ),
+            (
+                "level = 'INFO' OR level IS NULL",
+                Arc::new(BinaryExpr::new(
+                    compare(Operator::Eq, "INFO"),
+                    Operator::Or,
+                    Arc::new(IsNullExpr::new(level())),
+                )),
+            ),
+            (
+                "level IS DISTINCT FROM 'INFO'",
+                compare(Operator::IsDistinctFrom, "INFO"),
+            ),
+        ]
+    }
+
+    /// The kept rows of `mask` (true; a null counts as not kept).
+    fn kept(mask: &BooleanArray) -> Vec<bool> {
+        (0..mask.len())
+            .map(|i| mask.is_valid(i) && mask.value(i))
+            .collect()
+    }
+
+    #[test]
+    fn a_dictionary_column_is_filtered_through_its_distinct_values() {
+        // Values with a null among them, keys with a null: every row's
+        // result is its value's, a null key's that of NULL.
+        let values = StringArray::from(vec![Some("INFO"), Some("WARN"), None, Some("ERROR")]);
+        let keys =
+            arrow::array::Int32Array::from(vec![Some(0), Some(1), None, Some(2), Some(3), Some(0)]);
+        let column = DictionaryArray::new(keys, Arc::new(values));
+        let filter = LeafFilter::new(compare(Operator::NotEq, "INFO"), &schema()).unwrap();
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "level",
+                column.data_type().clone(),
+                true,
+            )])),
+            vec![Arc::new(column)],
+        )
+        .unwrap();
+        let mask = filter.evaluate(&batch).unwrap();
+        assert_eq!(kept(&mask), [false, true, false, false, true, false]);
+        let filter = LeafFilter::new(Arc::new(IsNullExpr::new(level())), &schema()).unwrap();
+        let mask = filter.evaluate(&batch).unwrap();
+        assert_eq!(kept(&mask), [false, false, true, true, false, false]);
+    }
+
+    proptest! {
+        /// Through the distinct values or row by row over the strings, a
+        /// condition keeps the same rows.
+        #[test]
+        fn a_dictionary_is_filtered_as_its_strings_are(
+            values in proptest::collection::vec(
+                proptest::option::weighted(0.9, prop_oneof!["INFO", "WARN", "ERROR", "[A-Z]{0,3}"]),
+                1..6,
+            ),
+            keys in proptest::collection::vec(proptest::option::weighted(0.9, 0usize..6), 0..200),
+        ) {
+            let keys: Vec<Option<i32>> = keys
+                .into_iter()
+                .map(|k| k.map(|k| (k % values.len()) as i32))
+                .collect();
+            let dictionary = DictionaryArray::new(
+                arrow::array::Int32Array::from(keys),
+                Arc::new(StringArray::from(values.clone())),
+            );
+            let strings = arrow::compute::cast(&dictionary, &DataType::Utf8).unwrap();
+            let batch_of = |column: ArrayRef| {
+                RecordBatch::try_new(
+                    Arc::new(Schema::new(vec![Field::new("level", column.data_type().clone(), true)])),
+                    vec![column],
+                )
+                .unwrap()
+            };
+            let encoded = batch_of(Arc::new(dictionary));
+            let plain = batch_of(strings);
+            for (name, condition) in conditions() {
+                let filter = LeafFilter::new(condition, &schema()).unwrap();
+                let fast = filter.evaluate(&encoded).unwrap();
+                let slow = filter.evaluate(&plain).unwrap();
+                prop_assert_eq!(kept(&fast), kept(&slow), "{}", name);
+            }
+        }
+    }
 }

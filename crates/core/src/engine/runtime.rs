@@ -831,6 +831,19 @@ fn push_down(
     // same condition.
     if !late_sink {
         compiled.push_timestamps_into_leaves();
+        // Filter pushdown: sources may drop the rows the plan's filters
+        // drop while decoding (they still count as input rows); where a
+        // source drops every such row, the plan no longer filters them,
+        // and the source reads the filter's columns for itself.
+        let mut filter_columns: Vec<Vec<usize>> = vec![Vec::new(); leaves.len()];
+        let filters = compiled.leaf_filters();
+        for (i, (leaf, filter)) in leaves.iter_mut().zip(filters).enumerate() {
+            if let (LeafInput::Streaming { source, .. }, Some(filter)) = (leaf, filter) {
+                if source.filter_rows(&filter) && compiled.drop_leaf_filter(i) {
+                    filter_columns[i] = filter.columns().to_vec();
+                }
+            }
+        }
         if dictionary_output {
             compiled.pass_dictionaries_to_output();
         }
@@ -839,16 +852,15 @@ fn push_down(
                 source.read_timestamp_columns(&columns);
             }
         }
-        for (leaf, used) in leaves.iter_mut().zip(compiled.leaf_columns_used()) {
+        let used = compiled.leaf_columns_used();
+        for ((leaf, mut used), filtered) in leaves.iter_mut().zip(used).zip(&filter_columns) {
+            for &c in filtered {
+                if let Some(u) = used.get_mut(c) {
+                    *u = true;
+                }
+            }
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_only_columns(&used);
-            }
-        }
-        // Filter pushdown: sources may drop the rows the plan's filters
-        // drop while decoding (they still count as input rows).
-        for (leaf, filter) in leaves.iter_mut().zip(compiled.leaf_filters()) {
-            if let (LeafInput::Streaming { source, .. }, Some(filter)) = (leaf, filter) {
-                source.filter_rows(&filter);
             }
         }
     }

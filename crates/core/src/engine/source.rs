@@ -136,10 +136,15 @@ pub trait Source: Send {
     /// The query outputs no row failing `filter` (a condition on the
     /// columns of [`schema`](Self::schema)), so the source may drop such
     /// rows while decoding, counting them in
-    /// [`ReadBatch::rows_filtered`]; the query still applies its filters.
-    /// Called once, before the first read. Default: every row is returned.
-    fn filter_rows(&mut self, filter: &LeafFilter) {
+    /// [`ReadBatch::rows_filtered`]. Returns true when it drops every one,
+    /// in every read: the query then does not evaluate the condition again
+    /// (the source still reads the filter's columns, and gives them).
+    /// False: the query applies its filters to what the source gives.
+    /// Called once, before the first read. Default: every row is returned
+    /// (false).
+    fn filter_rows(&mut self, filter: &LeafFilter) -> bool {
         let _ = filter;
+        false
     }
 
     /// The end offset of the next batch, which starts after `start` (`None`:
@@ -260,7 +265,7 @@ impl Source for FlowSource {
         self.inner.read_dictionary_columns(allowed)
     }
 
-    fn filter_rows(&mut self, filter: &LeafFilter) {
+    fn filter_rows(&mut self, filter: &LeafFilter) -> bool {
         self.inner.filter_rows(filter)
     }
 

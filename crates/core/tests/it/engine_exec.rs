@@ -1107,6 +1107,67 @@ fn filters_that_a_reader_cannot_apply_stay_in_the_plan() {
     assert!(none(&df)[0].is_none());
 }
 
+#[test]
+fn a_filter_its_source_applies_leaves_the_plan() {
+    // A filter on the leaf's columns, a renaming projection above it.
+    let df = stream("wide", WIDE)
+        .filter("value > 10")
+        .unwrap()
+        .select_expr(["user_id AS u", "service"])
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    let schema = plan.leaves()[0].schema.clone();
+    let input = || {
+        vec![vec![batch(
+            &schema,
+            vec![
+                ts(&[0, 0, 0, 0]),
+                strs(&["a", "b", "c", "d"]),
+                strs(&["api", "db", "web", "api"]),
+                strs(&["INFO", "INFO", "INFO", "INFO"]),
+                i64s(&[11, 12, 5, 10]),
+            ],
+        )]]
+    };
+    assert_eq!(rows(&run(&mut plan, input())), ["a|api", "b|db"]);
+    let before = plan.schema();
+    assert!(plan.drop_leaf_filter(0));
+    // `value > 10` is the source's now: rows failing it pass the plan,
+    // whose output columns are the same.
+    assert_eq!(plan.schema(), before);
+    assert_eq!(
+        rows(&run(&mut plan, input())),
+        ["a|api", "b|db", "c|web", "d|api"]
+    );
+    // Nothing left to drop.
+    assert!(!plan.drop_leaf_filter(0));
+
+    // A condition the source cannot evaluate stays, and so does the
+    // filter holding it.
+    let df = stream("wide", WIDE)
+        .filter("upper(service) <> 'DB' AND value > 10")
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    assert!(!plan.drop_leaf_filter(0));
+    assert_eq!(
+        rows(&run(&mut plan, input())),
+        ["1970-01-01T00:00:00Z|a|api|INFO|11"]
+    );
+
+    // A leaf read twice keeps its filters.
+    let a = stream("wide", WIDE);
+    let df = a
+        .filter("level = 'INFO'")
+        .unwrap()
+        .union(&a.filter("level = 'WARN'").unwrap())
+        .unwrap();
+    let mut plan = compile(&df);
+    plan.push_timestamps_into_leaves();
+    assert!(!plan.drop_leaf_filter(0));
+}
+
 /// The names of the columns of leaf 0 a source may give dictionary-encoded.
 fn dictionary_columns(plan: &CompiledPlan) -> Vec<String> {
     plan.leaves()[0]

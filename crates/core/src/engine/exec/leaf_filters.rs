@@ -7,9 +7,11 @@
 //! filters' conditions, moved down to the leaf's columns, form a
 //! [`LeafFilter`] that the source may apply as it decodes (a Parquet source
 //! filters each batch of a file as soon as it is decoded), so the rows the
-//! plan drops are never gathered into the micro-batch, and the plan's own
-//! filters then keep every row. The plan keeps its filters: a source that
-//! ignores the filter, or applies it, gives the same output.
+//! plan drops are never gathered into the micro-batch. A source that may
+//! skip some rows leaves the plan's filters in place (they then keep every
+//! row the source did filter); one that drops every failing row lets the
+//! plan drop those filters ([`drop_leaf_filter`]), so their conditions are
+//! evaluated once, by the source.
 //!
 //! Only conditions a reader can evaluate exactly as the plan would are
 //! moved: comparisons of a column (or a cast of one) with a literal or
@@ -26,13 +28,14 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::columns::{count_leaf_reads, visit_stages};
 use super::leaf::SlotExec;
 use super::leaf_dictionaries::is_comparison;
+use super::leaf_timestamps::recompute;
 use super::{Leaf, Stage, StageInput};
 use crate::engine::leaf_filter::{remap, LeafFilter};
 
@@ -68,6 +71,100 @@ pub(super) fn leaf_filters(root: &Stage, leaves: &[Leaf]) -> Vec<Option<LeafFilt
         }
     });
     out
+}
+
+/// Removes from `root` the filters that make up leaf `leaf`'s
+/// [`LeafFilter`] (as [`leaf_filters`] builds it), for a source that drops
+/// every row failing it: their conditions then hold for every row the slot
+/// gives. A filter's own projection stays. Returns false, changing
+/// nothing, when the leaf has no such filter.
+pub(super) fn drop_leaf_filter(root: &mut Stage, leaves: &[Leaf], leaf: usize) -> bool {
+    let mut reads = vec![0usize; leaves.len()];
+    count_leaf_reads(root, &mut reads);
+    if reads.get(leaf) != Some(&1) {
+        return false;
+    }
+    let mut dropped = false;
+    visit_stages_mut(root, &mut |stage| {
+        let mut conditions = Vec::new();
+        let Some(slot) = chain_to_slot(&stage.physical, &mut conditions) else {
+            return;
+        };
+        if !matches!(stage.inputs.get(slot.index), Some(StageInput::Leaf(l)) if *l == leaf) {
+            return;
+        }
+        // The filters on the way down, top first, as `chain_to_slot`
+        // found them: those whose conditions moved into the leaf go.
+        let moved: Vec<bool> = conditions
+            .iter()
+            .map(|c| to_leaf_columns(c, slot).is_some())
+            .collect();
+        if !moved.contains(&true) {
+            return;
+        }
+        let mut next = 0;
+        if let Some(plan) = without_filters(&stage.physical, &moved, &mut next) {
+            stage.physical = plan;
+            dropped = true;
+        }
+    });
+    dropped
+}
+
+/// `f` on every stage of `stage`'s tree, which it may change.
+fn visit_stages_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut Stage)) {
+    f(stage);
+    for i in &mut stage.inputs {
+        if let StageInput::Op(n) = i {
+            for c in &mut n.children {
+                visit_stages_mut(c, f);
+            }
+        }
+    }
+}
+
+/// `plan`, a chain down to a slot as [`chain_to_slot`] walks it, without
+/// its filters flagged in `drop` (one flag per filter, top first; `next`
+/// counts those passed). None when the chain is not one.
+fn without_filters(
+    plan: &Arc<dyn ExecutionPlan>,
+    drop: &[bool],
+    next: &mut usize,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    if plan.downcast_ref::<SlotExec>().is_some() {
+        return Some(plan.clone());
+    }
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        let goes = *drop.get(*next)?;
+        *next += 1;
+        let input = without_filters(f.input(), drop, next)?;
+        if !goes {
+            return recompute(plan, vec![input]).ok();
+        }
+        let Some(columns) = f.projection() else {
+            return Some(input);
+        };
+        let schema = input.schema();
+        let exprs = columns
+            .iter()
+            .map(|&i| {
+                let field = schema.fields().get(i)?;
+                Some(ProjectionExpr {
+                    expr: Arc::new(Column::new(field.name(), i)) as Arc<dyn PhysicalExpr>,
+                    alias: field.name().clone(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        return ProjectionExec::try_new(exprs, input)
+            .ok()
+            .map(|p| Arc::new(p) as Arc<dyn ExecutionPlan>);
+    }
+    let children = plan.children();
+    let [child] = children.as_slice() else {
+        return None;
+    };
+    let input = without_filters(child, drop, next)?;
+    recompute(plan, vec![input]).ok()
 }
 
 /// The slot at the bottom of `plan` when every operator on the way passes

@@ -193,7 +193,7 @@ pub(super) fn rebuild(
 }
 
 /// `plan` over new `children` whose properties (schema) may differ.
-fn recompute(
+pub(super) fn recompute(
     plan: &Arc<dyn ExecutionPlan>,
     children: Vec<Arc<dyn ExecutionPlan>>,
 ) -> DFResult<Arc<dyn ExecutionPlan>> {

@@ -531,6 +531,19 @@ impl CompiledPlan {
         leaf_filters::leaf_filters(&self.root, &self.leaves)
     }
 
+    /// Removes the filters that make up leaf `leaf`'s
+    /// [`LeafFilter`](Self::leaf_filters) from the plan: call it when the
+    /// leaf's source drops every row failing that filter
+    /// ([`Source::filter_rows`](crate::engine::source::Source::filter_rows)
+    /// returned true), before
+    /// [`pass_dictionaries_to_output`](Self::pass_dictionaries_to_output).
+    /// The plan then no longer reads the filter's columns; the source still
+    /// must (see [`LeafFilter::columns`]). Returns true when some filter
+    /// went.
+    pub fn drop_leaf_filter(&mut self, leaf: usize) -> bool {
+        leaf_filters::drop_leaf_filter(&mut self.root, &self.leaves, leaf)
+    }
+
     /// Moves `to_timestamp(column)` of string columns the plan reads only
     /// so into the leaves reading them (see `leaf_timestamps`): the leaf
     /// gives the column converted, then its rows may arrive

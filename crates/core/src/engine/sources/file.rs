@@ -845,7 +845,7 @@ impl Source for FileSource {
         }
     }
 
-    fn filter_rows(&mut self, filter: &LeafFilter) {
+    fn filter_rows(&mut self, filter: &LeafFilter) -> bool {
         // The filter's columns are this source's, by position and name.
         let fields = self.parse.schema.fields();
         let same = filter
@@ -856,6 +856,9 @@ impl Source for FileSource {
         if same {
             self.parse.row_filter = Some(filter.clone());
         }
+        // Parquet files are filtered as they are decoded, every row (see
+        // `parse::decode_filter`); the other formats are not.
+        same && self.parse.format == FileFormat::Parquet
     }
 
     fn read_timestamp_columns(&mut self, columns: &[bool]) {

@@ -112,8 +112,10 @@ pub(crate) struct ParseConfig {
     /// The `Utf8` columns the query converts with `CAST(... AS TIMESTAMP)`
     /// only (None: none). The JSON decoder reads them converted.
     pub timestamp_columns: Option<Vec<bool>>,
-    /// Rows the query drops, which Parquet files may drop while decoding
-    /// (None: every row is returned).
+    /// Rows the query drops (None: every row is returned). Every Parquet
+    /// file's rows are filtered with it, as they are decoded (see
+    /// `decode_filter`); the query then relies on it and does not filter
+    /// them again.
     pub row_filter: Option<LeafFilter>,
 }
 
@@ -346,6 +348,17 @@ fn run_task(
             .into_iter()
             .map(|b| with_partition_values(cfg, file, b))
             .collect::<Result<_>>()?;
+        // A Parquet file's rows meet the query's filter with their
+        // partition values (see `decode_filter`).
+        if let (Task::Parquet { .. }, Some(filter)) = (task, &cfg.row_filter) {
+            let mut kept = Vec::with_capacity(decoded.batches.len());
+            for batch in decoded.batches {
+                let (batch, dropped) = filter_rows(cfg, &file.path, filter, batch)?;
+                decoded.filtered += dropped;
+                kept.extend(batch);
+            }
+            decoded.batches = kept;
+        }
     }
     Ok(decoded)
 }
@@ -1181,6 +1194,7 @@ fn parquet_read(
         schema: &schema,
         mapping: &mapping,
         roots: &roots,
+        row_filter: decode_filter(cfg, f),
     };
     let file = match input {
         // An object's bytes are in memory already: no chunk plan.
@@ -1323,6 +1337,44 @@ fn parquet_projection(
     (mapping, roots)
 }
 
+/// The query's filter (see [`ParseConfig::row_filter`]) where a Parquet
+/// file's decoder applies it: every file but one in partition directories,
+/// whose rows take their partition columns' values after decoding (then
+/// [`run_task`] applies it).
+fn decode_filter<'a>(cfg: &'a ParseConfig, file: &FileToRead) -> Option<&'a LeafFilter> {
+    cfg.row_filter
+        .as_ref()
+        .filter(|_| file.partitions.is_empty())
+}
+
+/// The rows of `batch` (read from `path`) that meet `filter` (None when
+/// none does), and how many it dropped.
+fn filter_rows(
+    cfg: &ParseConfig,
+    path: &Path,
+    filter: &LeafFilter,
+    batch: RecordBatch,
+) -> Result<(Option<RecordBatch>, u64)> {
+    let rows = batch.num_rows();
+    let keep = filter
+        .evaluate(&batch.project(filter.columns())?)
+        .map_err(|e| {
+            Error::runtime(format!(
+                "filtering the rows of {}: {e}",
+                display_path(&cfg.base_dir, path)
+            ))
+        })?;
+    let kept = keep.true_count();
+    let dropped = (rows - kept) as u64;
+    Ok(if kept == rows {
+        (Some(batch), 0)
+    } else if kept > 0 {
+        (Some(filter_record_batch(&batch, &keep)?), dropped)
+    } else {
+        (None, dropped)
+    })
+}
+
 /// One Parquet file's read: where its columns go, in which types.
 struct ParquetRead<'a> {
     cfg: &'a ParseConfig,
@@ -1333,6 +1385,9 @@ struct ParquetRead<'a> {
     mapping: &'a [Option<usize>],
     /// The file columns read, sorted.
     roots: &'a [usize],
+    /// The query's filter where it applies as the file is decoded (see
+    /// [`decode_filter`]).
+    row_filter: Option<&'a LeafFilter>,
 }
 
 impl ParquetRead<'_> {
@@ -1349,13 +1404,7 @@ impl ParquetRead<'_> {
             builder = builder.with_row_groups(rg);
         }
         let reader = builder.build()?;
-        // The query's filter, on its columns as the plan gets them; not
-        // where one is filled in later (a partition directory's value).
-        let filter = cfg.row_filter.as_ref().filter(|f| {
-            f.columns()
-                .iter()
-                .all(|&c| self.mapping.get(c).is_some_and(Option::is_some))
-        });
+        let filter = self.row_filter;
         let mut filtered = 0u64;
         let mut out = Vec::new();
         for batch in reader {
@@ -1403,19 +1452,9 @@ impl ParquetRead<'_> {
             };
             // Each decoded batch is filtered at once: the rows the query
             // drops are never gathered into the micro-batch.
-            let keep = f.evaluate(&batch.project(f.columns())?).map_err(|e| {
-                Error::runtime(format!(
-                    "filtering the rows of {}: {e}",
-                    display_path(&cfg.base_dir, self.path)
-                ))
-            })?;
-            let kept = keep.true_count();
-            filtered += (rows - kept) as u64;
-            if kept == rows {
-                out.push(batch);
-            } else if kept > 0 {
-                out.push(filter_record_batch(&batch, &keep)?);
-            }
+            let (kept, dropped) = filter_rows(cfg, self.path, f, batch)?;
+            filtered += dropped;
+            out.extend(kept);
         }
         Ok((out, filtered))
     }
@@ -1622,7 +1661,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_filter_on_a_column_missing_from_the_file_is_not_applied() {
+    fn a_row_filter_on_a_column_missing_from_the_file_meets_its_nulls() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let file = write(dir, "f.parquet", &[Some("INFO"), Some("a")], false);
@@ -1634,9 +1673,49 @@ mod tests {
         cfg.schema = renamed.clone();
         cfg.data_schema = renamed;
         cfg.row_filter = Some(not_info());
+        // `k` is missing from the file: NULL in every row, which fails
+        // `k <> 'INFO'` as it would in the query.
         let d = read_files(&cfg, &[file], 1).unwrap();
-        assert_eq!(d.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
-        assert_eq!(d.filtered, 0);
+        assert_eq!(d.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+        assert_eq!(d.filtered, 2);
+    }
+
+    #[test]
+    fn a_row_filter_meets_the_partition_values() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // The files' own `k` says INFO in every row; their directories'
+        // `k` is what the query sees, and what the filter tests.
+        let file = |sub: &str, value: Option<&str>| {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            let mut f = write(
+                dir,
+                &format!("{sub}/f.parquet"),
+                &[Some("INFO"), Some("INFO"), Some("INFO")],
+                true,
+            );
+            f.partitions = vec![("k".to_string(), value.map(str::to_string))];
+            f
+        };
+        let files = [
+            file("k=INFO", Some("INFO")),
+            file("k=WARN", Some("WARN")),
+            file("k=__HIVE_DEFAULT_PARTITION__", None),
+        ];
+        for as_dictionary in [false, true] {
+            let mut cfg = config(dir, as_dictionary.then(|| vec![true, false]));
+            cfg.row_filter = Some(not_info());
+            let d = read_files(&cfg, &files, 2).unwrap();
+            assert_eq!(
+                keys(&d.batches)
+                    .into_iter()
+                    .flat_map(|(_, v)| v)
+                    .collect::<Vec<_>>(),
+                vec![Some("WARN".to_string()); 3],
+                "read as dictionaries {as_dictionary}"
+            );
+            assert_eq!(d.filtered, 6);
+        }
     }
 
     #[test]
