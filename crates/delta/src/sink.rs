@@ -1,7 +1,9 @@
 //! The Delta sink: writes a flow's micro-batches to a Delta table with
 //! delta-rs, exactly once.
 //!
-//! - **append**: the batch's rows are added in one commit;
+//! - **append**: the batch's rows are added in one commit (written by
+//!   delta-rs's record-batch writer when the table needs nothing only its
+//!   write operation enforces, see `plain_appends`);
 //! - **complete**: the table's contents are replaced in one commit per batch;
 //! - **update**, only with `merge_keys`: one MERGE per batch (matched keys
 //!   updated, new keys inserted). Without merge keys update mode is refused
