@@ -33,7 +33,7 @@ use datafusion::common::Column;
 use datafusion::logical_expr::Expr;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::{StructType, Transaction};
+use deltalake::kernel::{StructField, StructType, Transaction};
 use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
@@ -289,21 +289,25 @@ fn plain_appends(table: &DeltaTable, schema: &Schema) -> bool {
     if !same_columns {
         return false;
     }
-    fn has_invariants(t: &deltalake::kernel::DataType) -> bool {
-        use deltalake::kernel::DataType as T;
-        match t {
-            T::Struct(s) => s.fields().any(|f| {
-                f.metadata().contains_key("delta.invariants") || has_invariants(f.data_type())
-            }),
-            T::Array(a) => has_invariants(a.element_type()),
-            T::Map(m) => has_invariants(m.key_type()) || has_invariants(m.value_type()),
-            _ => false,
-        }
+    !has_invariants(table_schema.fields())
+}
+
+/// True when a field among `fields`, or nested in one, declares invariants.
+fn has_invariants<'a>(mut fields: impl Iterator<Item = &'a StructField>) -> bool {
+    fields.any(|f| {
+        f.metadata().contains_key("delta.invariants") || type_has_invariants(f.data_type())
+    })
+}
+
+/// True when a field nested in `t` declares invariants.
+fn type_has_invariants(t: &deltalake::kernel::DataType) -> bool {
+    use deltalake::kernel::DataType as T;
+    match t {
+        T::Struct(s) => has_invariants(s.fields()),
+        T::Array(a) => type_has_invariants(a.element_type()),
+        T::Map(m) => type_has_invariants(m.key_type()) || type_has_invariants(m.value_type()),
+        _ => false,
     }
-    let invariants = table_schema
-        .fields()
-        .any(|f| f.metadata().contains_key("delta.invariants") || has_invariants(f.data_type()));
-    !invariants
 }
 
 /// Appends `batches` (not empty) to `table` in one commit carrying `props`:

@@ -1068,6 +1068,15 @@ fn filters_on_leaf_columns_move_to_the_leaf() {
     );
 }
 
+/// One leaf read twice, each time through a filter.
+fn leaf_read_twice() -> DataFrame {
+    let a = stream("wide", WIDE);
+    a.filter("level = 'INFO'")
+        .unwrap()
+        .union(&a.filter("level = 'WARN'").unwrap())
+        .unwrap()
+}
+
 #[test]
 fn filters_that_a_reader_cannot_apply_stay_in_the_plan() {
     let none = |df: &DataFrame| {
@@ -1098,13 +1107,7 @@ fn filters_that_a_reader_cannot_apply_stay_in_the_plan() {
         .unwrap();
     assert!(none(&df)[0].is_none());
     // A leaf read twice.
-    let a = stream("wide", WIDE);
-    let df = a
-        .filter("level = 'INFO'")
-        .unwrap()
-        .union(&a.filter("level = 'WARN'").unwrap())
-        .unwrap();
-    assert!(none(&df)[0].is_none());
+    assert!(none(&leaf_read_twice())[0].is_none());
 }
 
 #[test]
@@ -1157,13 +1160,7 @@ fn a_filter_its_source_applies_leaves_the_plan() {
     );
 
     // A leaf read twice keeps its filters.
-    let a = stream("wide", WIDE);
-    let df = a
-        .filter("level = 'INFO'")
-        .unwrap()
-        .union(&a.filter("level = 'WARN'").unwrap())
-        .unwrap();
-    let mut plan = compile(&df);
+    let mut plan = compile(&leaf_read_twice());
     plan.push_timestamps_into_leaves();
     assert!(!plan.drop_leaf_filter(0));
 }

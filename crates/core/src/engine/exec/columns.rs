@@ -236,6 +236,18 @@ pub(super) fn visit_stages(stage: &Stage, f: &mut dyn FnMut(&Stage)) {
     }
 }
 
+/// `f` on every stage of `stage`'s tree, which it may change.
+pub(super) fn visit_stages_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut Stage)) {
+    f(stage);
+    for i in &mut stage.inputs {
+        if let StageInput::Op(n) = i {
+            for c in &mut n.children {
+                visit_stages_mut(c, f);
+            }
+        }
+    }
+}
+
 /// The slots of a stage's physical plan.
 fn collect_slots<'a>(plan: &'a Arc<dyn ExecutionPlan>, slots: &mut Vec<&'a SlotExec>) {
     if let Some(slot) = plan.downcast_ref::<SlotExec>() {

@@ -32,7 +32,7 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::columns::{count_leaf_reads, visit_stages};
+use super::columns::{count_leaf_reads, visit_stages, visit_stages_mut};
 use super::leaf::SlotExec;
 use super::leaf_dictionaries::is_comparison;
 use super::leaf_timestamps::recompute;
@@ -109,18 +109,6 @@ pub(super) fn drop_leaf_filter(root: &mut Stage, leaves: &[Leaf], leaf: usize) -
         }
     });
     dropped
-}
-
-/// `f` on every stage of `stage`'s tree, which it may change.
-fn visit_stages_mut(stage: &mut Stage, f: &mut dyn FnMut(&mut Stage)) {
-    f(stage);
-    for i in &mut stage.inputs {
-        if let StageInput::Op(n) = i {
-            for c in &mut n.children {
-                visit_stages_mut(c, f);
-            }
-        }
-    }
 }
 
 /// `plan`, a chain down to a slot as [`chain_to_slot`] walks it, without
