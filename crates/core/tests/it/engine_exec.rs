@@ -621,6 +621,83 @@ fn streaming_aggregation_keeps_state_and_emits_per_output_mode() {
     );
 }
 
+/// Grouped by its window alone, rows are counted (and summed) the same
+/// whatever their order and batching: rows in time order by runs of one
+/// window, late ones through the map of every window, a big batch on
+/// several threads.
+#[test]
+fn a_grouping_by_the_window_alone_aggregates_rows_in_any_order() {
+    // Mostly one event every 7 s from 2024-01-01; one in 20 up to 30 min late.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut events: Vec<(i64, i64)> = Vec::new();
+    for i in 0..301_005i64 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let late = if (seed >> 33).is_multiple_of(20) {
+            ((seed >> 40) % 1_800) as i64
+        } else {
+            0
+        };
+        events.push((1_704_067_200 + i * 7 - late, (seed >> 50) as i64 % 1_000));
+    }
+    let window = |secs: i64| secs - secs.rem_euclid(600);
+    let mut want: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
+    for &(t, n) in &events {
+        let e = want.entry(window(t)).or_default();
+        e.0 += 1;
+        e.1 += n;
+    }
+    let at = |secs: i64| {
+        chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    let window_text = |start: i64| format!("{{start: {}, end: {}}}", at(start), at(start + 600));
+    for (aggregates, with_sum) in [
+        (vec!["count(*) AS c"], false),
+        (vec!["count(*) AS c", "sum(n) AS s"], true),
+    ] {
+        let df = stream("events", "ts TIMESTAMP, n BIGINT")
+            .group_by([tumbling_window(col("ts"), "10 minutes")])
+            .agg(aggregates)
+            .unwrap();
+        let mut plan = compile(&df);
+        let schema = plan.leaves()[0].schema.clone();
+        let mk = |rows: &[(i64, i64)]| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(
+                        TimestampMicrosecondArray::from(
+                            rows.iter().map(|r| r.0 * 1_000_000).collect::<Vec<_>>(),
+                        )
+                        .with_data_type(schema.field(0).data_type().clone()),
+                    ),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                ],
+            )
+            .unwrap()
+        };
+        let mut last = Vec::new();
+        for (id, range) in [0..1_000, 1_000..301_000, 301_000..301_005]
+            .into_iter()
+            .enumerate()
+        {
+            let ctx = batch_ctx(id as u64, OutputMode::Complete, None, None);
+            let out = run_batch(&mut plan, vec![vec![mk(&events[range])]], &ctx);
+            last = sorted(rows(&out.rows));
+        }
+        let expected: Vec<String> = want
+            .iter()
+            .map(|(&start, &(c, s))| match with_sum {
+                true => format!("{}|{c}|{s}", window_text(start)),
+                false => format!("{}|{c}", window_text(start)),
+            })
+            .collect();
+        assert_eq!(last, sorted(expected), "aggregates with sum: {with_sum}");
+    }
+}
+
 #[test]
 fn append_mode_emits_each_closed_window_once() {
     let df = stream("logs", "ts TIMESTAMP, service STRING")

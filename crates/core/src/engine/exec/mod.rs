@@ -62,7 +62,7 @@
 
 mod accumulator;
 mod aggregate;
-mod batches;
+pub(crate) mod batches;
 mod clock;
 mod columns;
 mod compile;

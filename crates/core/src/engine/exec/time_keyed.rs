@@ -1,10 +1,10 @@
 //! The partial aggregation of a batch grouped by a time key (a window's
-//! start) and other keys, faster than a general multi-column grouping.
+//! start), alone or with other keys, faster than a general grouping.
 //!
-//! DataFusion's grouping of several columns hashes and compares every key
-//! column of every row. Grouping by a window almost always pairs a 64-bit
-//! time key with a few low-cardinality keys (a service, a level), and event
-//! times arrive mostly in order. Here the other keys are interned alone
+//! DataFusion's grouping hashes (and compares) every key column of every
+//! row. Grouping by a window almost always pairs a 64-bit time key with a
+//! few low-cardinality keys (a service, a level), or has no other key, and
+//! event times arrive mostly in order. Here the other keys are interned alone
 //! (DataFusion's group values, one id per distinct combination; a single
 //! string key through [`StringIds`]' cache first, or, dictionary-encoded,
 //! through [`DictionaryIds`]' ids of its dictionary), and each
@@ -13,8 +13,11 @@
 //! the rows stay in one window), else in a hash map. The aggregates are
 //! DataFusion's own group accumulators, updated with those group indices,
 //! so the partial state rows are the same as `AggregateExec` in partial mode
-//! produces (their order may differ). Rows with a null time key fall back to
-//! the general path (the caller's).
+//! produces (their order may differ); when every aggregate is `count(*)`,
+//! rows are counted by runs of one group instead (a register, not a memory
+//! increment per row) and the counts merged into the accumulators once.
+//! With no other key, every row has other id 0. Rows with a null time key
+//! fall back to the general path (the caller's).
 
 use std::sync::Arc;
 
@@ -26,7 +29,7 @@ use datafusion::logical_expr::EmitTo;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::utils::collect_columns;
-use datafusion::physical_plan::aggregates::group_values::new_group_values;
+use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::ExecutionPlan;
@@ -49,11 +52,15 @@ pub(crate) struct TimeKeyed {
     aggs: Vec<Arc<AggregateFunctionExpr>>,
     /// The partial aggregation's output schema (keys, then states).
     output_schema: SchemaRef,
-    /// The schema of the other keys.
+    /// The schema of the other keys (no field: the time key is the only
+    /// one, and every row has other id 0).
     others_schema: SchemaRef,
     /// The tumbling window whose start is the time key, computed here from
     /// the event time (see [`with_inline_window`](Self::with_inline_window)).
     window: Option<InlineWindow>,
+    /// Every aggregate counts rows (`count(*)`): rows are counted per group
+    /// by runs of one group, without an accumulator call per row.
+    counts_rows: bool,
 }
 
 /// A tumbling window: each event time `t` falls in the window starting at
@@ -82,9 +89,7 @@ impl TimeKeyed {
             .iter()
             .map(|(e, _)| e.downcast_ref::<Column>().map(|c| c.index()))
             .collect::<Option<_>>()?;
-        // A time key and at least one other (a single key has DataFusion's
-        // own fast grouping).
-        if key_columns.len() < 2 {
+        if key_columns.is_empty() {
             return None;
         }
         let input_schema = partial.input().schema();
@@ -99,14 +104,17 @@ impl TimeKeyed {
                 .map(|(_, &c)| input_schema.field(c).clone())
                 .collect::<Vec<_>>(),
         ));
+        let aggs = partial.aggr_expr().to_vec();
+        let counts_rows = !aggs.is_empty() && aggs.iter().all(|a| counts_rows(a));
         Some(TimeKeyed {
             projection: slot.projection().map(|p| p.to_vec()),
             key_columns,
             time_key,
-            aggs: partial.aggr_expr().to_vec(),
+            aggs,
             output_schema: partial.schema(),
             others_schema,
             window: None,
+            counts_rows,
         })
     }
 
@@ -175,7 +183,15 @@ impl TimeKeyed {
         &self,
         batches: &[RecordBatch],
     ) -> std::result::Result<Option<RecordBatch>, OpFailure> {
-        let mut others = new_group_values(self.others_schema.clone(), &GroupOrdering::None)?;
+        // No other key: every row has other id 0.
+        let mut others = if self.others_schema.fields().is_empty() {
+            None
+        } else {
+            Some(new_group_values(
+                self.others_schema.clone(),
+                &GroupOrdering::None,
+            )?)
+        };
         let mut accs = self
             .aggs
             .iter()
@@ -190,6 +206,8 @@ impl TimeKeyed {
         let mut strings = StringIds::new();
         let mut dictionary = DictionaryIds::default();
         let mut group_ids: Vec<usize> = Vec::new();
+        // Rows per group, when every aggregate counts rows.
+        let mut row_counts: Option<Vec<i64>> = self.counts_rows.then(Vec::new);
         let mut literals: Vec<Vec<Option<ArrayRef>>> = self
             .aggs
             .iter()
@@ -229,34 +247,26 @@ impl TimeKeyed {
                 .map(|(_, &c)| batch.column(c).clone())
                 .collect();
             other_ids.clear();
-            match cols.as_slice() {
-                [one] if one.data_type() == &DataType::Utf8 => {
-                    strings.intern(one.as_string::<i32>(), others.as_mut(), &mut other_ids)?
+            let others_len = match others.as_mut() {
+                None => {
+                    other_ids.resize(n, 0);
+                    1
                 }
-                [one] if is_string_dictionary(one.data_type()) => dictionary.intern(
-                    one.as_dictionary::<Int32Type>(),
-                    others.as_mut(),
-                    &mut other_ids,
-                )?,
-                _ => {
-                    // Keys in the types the group values were made for.
-                    let cols = cols
-                        .iter()
-                        .zip(self.others_schema.fields())
-                        .map(|(c, f)| {
-                            if c.data_type() == f.data_type() {
-                                Ok(c.clone())
-                            } else {
-                                arrow::compute::cast(c, f.data_type())
-                            }
-                        })
-                        .collect::<std::result::Result<Vec<_>, _>>()?;
-                    others.intern(&cols, &mut other_ids)?
+                Some(others) => {
+                    intern_others(
+                        &cols,
+                        &self.others_schema,
+                        others.as_mut(),
+                        &mut strings,
+                        &mut dictionary,
+                        &mut other_ids,
+                    )?;
+                    others.len()
                 }
-            }
+            };
             // Every id interned so far has its slot in `last`.
-            if others.len() > last.len() {
-                last.resize(others.len(), (0, u32::MAX));
+            if others_len > last.len() {
+                last.resize(others_len, (0, u32::MAX));
             }
             let mut found = Found {
                 index: &mut index,
@@ -286,6 +296,11 @@ impl TimeKeyed {
                 }
                 None => assign(times, &other_ids, |t| t, &mut last, &mut found, group_ids)?,
             }
+            if let Some(counts) = row_counts.as_mut() {
+                counts.resize(groups.len(), 0);
+                count_runs(group_ids, counts)?;
+                continue;
+            }
             for ((acc, agg), constants) in accs.iter_mut().zip(&self.aggs).zip(&mut literals) {
                 let values = agg
                     .expressions()
@@ -306,6 +321,14 @@ impl TimeKeyed {
                 acc.update_batch(&values, group_ids, None, groups.len())?;
             }
         }
+        if let Some(counts) = row_counts {
+            // Each count's state is its groups' counts: merged once.
+            let all: Vec<usize> = (0..counts.len()).collect();
+            let state: ArrayRef = Arc::new(Int64Array::from(counts));
+            for acc in accs.iter_mut() {
+                acc.merge_batch(std::slice::from_ref(&state), &all, all.len())?;
+            }
+        }
         // Keys in the grouping's order, then each aggregate's state.
         let time_type = self.output_schema.field(self.time_key).data_type().clone();
         let mut time_column: Option<ArrayRef> = Some(arrow::compute::cast(
@@ -313,8 +336,11 @@ impl TimeKeyed {
             &time_type,
         )?);
         let ids = UInt32Array::from_iter_values(groups.iter().map(|g| g.1));
-        let mut other_columns = others
-            .emit(EmitTo::All)?
+        let other_values = match others.as_mut() {
+            Some(others) => others.emit(EmitTo::All)?,
+            None => Vec::new(),
+        };
+        let mut other_columns = other_values
             .iter()
             .map(|v| arrow::compute::take(v, &ids, None))
             .collect::<std::result::Result<Vec<_>, _>>()?
@@ -337,6 +363,81 @@ impl TimeKeyed {
             &RecordBatchOptions::new().with_row_count(Some(groups.len())),
         )?))
     }
+}
+
+/// Interns the other keys `cols` of one batch (in the types of
+/// `others_schema`, a single string column through `strings` or, when
+/// dictionary-encoded, `dictionary` first) into `others`; their ids go to
+/// `ids`.
+fn intern_others(
+    cols: &[ArrayRef],
+    others_schema: &SchemaRef,
+    others: &mut dyn GroupValues,
+    strings: &mut StringIds,
+    dictionary: &mut DictionaryIds,
+    ids: &mut Vec<usize>,
+) -> std::result::Result<(), OpFailure> {
+    match cols {
+        [one] if one.data_type() == &DataType::Utf8 => {
+            strings.intern(one.as_string::<i32>(), others, ids)?
+        }
+        [one] if is_string_dictionary(one.data_type()) => {
+            dictionary.intern(one.as_dictionary::<Int32Type>(), others, ids)?
+        }
+        _ => {
+            // Keys in the types the group values were made for.
+            let cols = cols
+                .iter()
+                .zip(others_schema.fields())
+                .map(|(c, f)| {
+                    if c.data_type() == f.data_type() {
+                        Ok(c.clone())
+                    } else {
+                        arrow::compute::cast(c, f.data_type())
+                    }
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            others.intern(&cols, ids)?
+        }
+    }
+    Ok(())
+}
+
+/// True when `agg` counts rows: `count` of non-null literals (`count(*)`,
+/// `count(1)`), not distinct, its state one `Int64` count.
+fn counts_rows(agg: &AggregateFunctionExpr) -> bool {
+    let literals = agg.expressions();
+    agg.fun().name() == "count"
+        && !agg.is_distinct()
+        && agg.order_bys().is_empty()
+        && !literals.is_empty()
+        && literals.iter().all(|e| {
+            e.downcast_ref::<Literal>()
+                .is_some_and(|l| !l.value().is_null())
+        })
+        && agg
+            .state_fields()
+            .is_ok_and(|f| f.len() == 1 && f[0].data_type() == &DataType::Int64)
+}
+
+/// Adds to `counts` (per group) the rows of each group in `group_ids`,
+/// a run of one group at a time: rows in time order stay in one group.
+fn count_runs(group_ids: &[usize], counts: &mut [i64]) -> std::result::Result<(), OpFailure> {
+    let Some((&first, rest)) = group_ids.split_first() else {
+        return Ok(());
+    };
+    let missing = || OpFailure("a row's group has no count".into());
+    let (mut current, mut run) = (first, 1i64);
+    for &g in rest {
+        if g == current {
+            run += 1;
+        } else {
+            *counts.get_mut(current).ok_or_else(missing)? += run;
+            (current, run) = (g, 1);
+        }
+    }
+    *counts.get_mut(current).ok_or_else(missing)? += run;
+    Ok(())
 }
 
 /// The groups found so far: each (time key, other id) and the map back.
@@ -390,4 +491,34 @@ fn assign(
         };
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Counting by runs adds what counting row by row adds.
+        #[test]
+        fn runs_count_every_row_once(
+            ids in proptest::collection::vec(0usize..6, 0..300),
+            before in proptest::collection::vec(0i64..5, 6),
+        ) {
+            let mut counts = before.clone();
+            count_runs(&ids, &mut counts).unwrap();
+            let mut want = before;
+            for &g in &ids {
+                want[g] += 1;
+            }
+            prop_assert_eq!(counts, want);
+        }
+    }
+
+    #[test]
+    fn a_group_without_its_count_is_an_error() {
+        let mut counts = vec![0i64; 2];
+        let err = count_runs(&[0, 0, 2], &mut counts).unwrap_err();
+        assert_eq!(err.0, "a row's group has no count");
+    }
 }

@@ -27,9 +27,11 @@ use parquet::basic::Encoding;
 use super::json_fast::FastJson;
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
+use crate::engine::exec::batches::retyped;
 use crate::engine::exec::dictionary_ids::string_dictionary_type;
 use crate::engine::leaf_filter::LeafFilter;
 use crate::error::{Error, Result};
+use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
 
 /// The file formats of the file source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,7 +112,8 @@ pub(crate) struct ParseConfig {
     /// dictionary-encoded are read so.
     pub dictionary_columns: Option<Vec<bool>>,
     /// The `Utf8` columns the query converts with `CAST(... AS TIMESTAMP)`
-    /// only (None: none). The JSON decoder reads them converted.
+    /// only (None: none). The JSON decoder reads them converted; Parquet
+    /// files' columns are converted as each file is read.
     pub timestamp_columns: Option<Vec<bool>>,
     /// Rows the query drops (None: every row is returned). Every Parquet
     /// file's rows are filtered with it, as they are decoded (see
@@ -360,7 +363,63 @@ fn run_task(
             decoded.batches = kept;
         }
     }
+    if let Task::Parquet { .. } = task {
+        decoded.batches = read_timestamps(cfg, &file.path, decoded.batches)?;
+    }
     Ok(decoded)
+}
+
+/// `batches` (one Parquet file's, filtered and with their partition values)
+/// with the columns flagged in [`ParseConfig::timestamp_columns`] converted
+/// as `CAST(column AS TIMESTAMP)` converts them: here, on the thread that
+/// decoded the file while its rows are still in cache, rather than once
+/// every file is read. A dictionary-encoded chunk has each distinct string
+/// parsed once for all its batches.
+fn read_timestamps(
+    cfg: &ParseConfig,
+    path: &Path,
+    batches: Vec<RecordBatch>,
+) -> Result<Vec<RecordBatch>> {
+    let columns: Vec<usize> = match &cfg.timestamp_columns {
+        Some(flags) => (0..cfg.schema.fields().len())
+            .filter(|&i| flags.get(i).copied().unwrap_or(false))
+            .collect(),
+        None => return Ok(batches),
+    };
+    if columns.is_empty() {
+        return Ok(batches);
+    }
+    let mut caches: Vec<DictionaryTimestamps> = columns
+        .iter()
+        .map(|_| DictionaryTimestamps::default())
+        .collect();
+    batches
+        .into_iter()
+        .map(|batch| {
+            let mut arrays = batch.columns().to_vec();
+            for (&c, cache) in columns.iter().zip(&mut caches) {
+                let Some(array) = arrays.get_mut(c) else {
+                    continue;
+                };
+                *array = leaf_to_timestamp(array, None, cache).map_err(|e| {
+                    Error::runtime(format!(
+                        "converting column `{}` of {} to a timestamp: {e}",
+                        cfg.schema.field(c).name(),
+                        display_path(&cfg.base_dir, path)
+                    ))
+                })?;
+            }
+            let schema = retyped(
+                batch.schema_ref(),
+                columns.iter().map(|&c| (c, timestamp_type())),
+            );
+            Ok(RecordBatch::try_new_with_options(
+                schema,
+                arrays,
+                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+            )?)
+        })
+        .collect()
 }
 
 /// `batch` with the columns named by the file's partition directories set
@@ -1657,6 +1716,68 @@ mod tests {
             let is_dictionary =
                 matches!(d.batches[0].column(0).data_type(), DataType::Dictionary(..));
             assert_eq!(is_dictionary, as_dictionary);
+        }
+    }
+
+    #[test]
+    fn timestamp_columns_are_converted_as_each_file_is_read() {
+        use arrow::datatypes::TimestampMicrosecondType;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let keys = [
+            Some("2024-01-01T00:00:07"),
+            Some("INFO"),
+            None,
+            Some("2024-02-29 23:59:59.5"),
+            Some("2024-01-01T00:00:07"),
+            Some("2024-03-01T01:00:00+01:00"),
+        ];
+        // `k` converted as CAST(k AS TIMESTAMP): a string that is no
+        // timestamp and a NULL become NULL; the filter (`k <> 'INFO'` on the
+        // string) runs first, then the kept rows are converted.
+        for (dictionary, as_dictionary, filtered) in [
+            (false, false, false),
+            (true, false, false),
+            (true, true, false),
+            (true, true, true),
+            (false, false, true),
+        ] {
+            let file = write(dir, "f.parquet", &keys, dictionary);
+            let mut cfg = config(dir, as_dictionary.then(|| vec![true, false]));
+            cfg.timestamp_columns = Some(vec![true, false]);
+            if filtered {
+                cfg.row_filter = Some(not_info());
+            }
+            let d = read_files(&cfg, &[file], 1).unwrap();
+            let case = format!(
+                "dictionary pages {dictionary}, read as dictionaries {as_dictionary}, filtered {filtered}"
+            );
+            let mut got: Vec<(Option<i64>, i64)> = Vec::new();
+            for b in &d.batches {
+                assert_eq!(b.schema().field(0).data_type(), &timestamp_type(), "{case}");
+                assert_eq!(b.column(0).data_type(), &timestamp_type(), "{case}");
+                let k = b.column(0).as_primitive::<TimestampMicrosecondType>();
+                let v = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                for i in 0..b.num_rows() {
+                    got.push((k.is_valid(i).then(|| k.value(i)), v.value(i)));
+                }
+            }
+            let all = vec![
+                (Some(1_704_067_207_000_000), 0),
+                (None, 1),
+                (None, 2),
+                (Some(1_709_251_199_500_000), 3),
+                (Some(1_704_067_207_000_000), 4),
+                (Some(1_709_251_200_000_000), 5),
+            ];
+            let want: Vec<_> = if filtered {
+                all.into_iter()
+                    .filter(|(_, v)| ![1, 2].contains(v))
+                    .collect()
+            } else {
+                all
+            };
+            assert_eq!(got, want, "{case}");
         }
     }
 
