@@ -14,8 +14,9 @@
 //! DataFusion's own group accumulators, updated with those group indices,
 //! so the partial state rows are the same as `AggregateExec` in partial mode
 //! produces (their order may differ); when every aggregate is `count(*)`,
-//! rows are counted by runs of one group instead (a register, not a memory
-//! increment per row) and the counts merged into the accumulators once.
+//! rows are counted here instead, in four interleaved tallies (an increment
+//! need not wait for the one before it, as one group's rows in a row would
+//! make it), and the counts merged into the accumulators once.
 //! With no other key, every row has other id 0. Rows with a null time key
 //! fall back to the general path (the caller's).
 
@@ -59,7 +60,7 @@ pub(crate) struct TimeKeyed {
     /// the event time (see [`with_inline_window`](Self::with_inline_window)).
     window: Option<InlineWindow>,
     /// Every aggregate counts rows (`count(*)`): rows are counted per group
-    /// by runs of one group, without an accumulator call per row.
+    /// here (see [`count_rows`]), the accumulators merge the counts once.
     counts_rows: bool,
 }
 
@@ -207,7 +208,7 @@ impl TimeKeyed {
         let mut dictionary = DictionaryIds::default();
         let mut group_ids: Vec<usize> = Vec::new();
         // Rows per group, when every aggregate counts rows.
-        let mut row_counts: Option<Vec<i64>> = self.counts_rows.then(Vec::new);
+        let mut row_counts: Option<Tallies> = self.counts_rows.then(Vec::new);
         let mut literals: Vec<Vec<Option<ArrayRef>>> = self
             .aggs
             .iter()
@@ -296,9 +297,9 @@ impl TimeKeyed {
                 }
                 None => assign(times, &other_ids, |t| t, &mut last, &mut found, group_ids)?,
             }
-            if let Some(counts) = row_counts.as_mut() {
-                counts.resize(groups.len(), 0);
-                count_runs(group_ids, counts)?;
+            if let Some(tallies) = row_counts.as_mut() {
+                tallies.resize(groups.len(), [0; 4]);
+                count_rows(group_ids, tallies)?;
                 continue;
             }
             for ((acc, agg), constants) in accs.iter_mut().zip(&self.aggs).zip(&mut literals) {
@@ -321,10 +322,12 @@ impl TimeKeyed {
                 acc.update_batch(&values, group_ids, None, groups.len())?;
             }
         }
-        if let Some(counts) = row_counts {
+        if let Some(tallies) = row_counts {
             // Each count's state is its groups' counts: merged once.
-            let all: Vec<usize> = (0..counts.len()).collect();
-            let state: ArrayRef = Arc::new(Int64Array::from(counts));
+            let all: Vec<usize> = (0..tallies.len()).collect();
+            let state: ArrayRef = Arc::new(Int64Array::from_iter_values(
+                tallies.iter().map(|t| t.iter().sum::<i64>()),
+            ));
             for acc in accs.iter_mut() {
                 acc.merge_batch(std::slice::from_ref(&state), &all, all.len())?;
             }
@@ -420,23 +423,25 @@ fn counts_rows(agg: &AggregateFunctionExpr) -> bool {
             .is_ok_and(|f| f.len() == 1 && f[0].data_type() == &DataType::Int64)
 }
 
-/// Adds to `counts` (per group) the rows of each group in `group_ids`,
-/// a run of one group at a time: rows in time order stay in one group.
-fn count_runs(group_ids: &[usize], counts: &mut [i64]) -> std::result::Result<(), OpFailure> {
-    let Some((&first, rest)) = group_ids.split_first() else {
-        return Ok(());
-    };
+/// Tallies per group of the rows counted so far: four per group, row `i`
+/// counted in tally `i % 4`, so that an increment need not wait for the one
+/// before it (as one group's rows in a row would make it) and rows
+/// alternating between groups cost no mispredicted branch.
+type Tallies = Vec<[i64; 4]>;
+
+/// Counts the rows of each group in `group_ids` into `tallies` (one entry
+/// per group).
+fn count_rows(group_ids: &[usize], tallies: &mut Tallies) -> std::result::Result<(), OpFailure> {
     let missing = || OpFailure("a row's group has no count".into());
-    let (mut current, mut run) = (first, 1i64);
-    for &g in rest {
-        if g == current {
-            run += 1;
-        } else {
-            *counts.get_mut(current).ok_or_else(missing)? += run;
-            (current, run) = (g, 1);
+    let mut chunks = group_ids.chunks_exact(4);
+    for chunk in &mut chunks {
+        for (lane, &g) in chunk.iter().enumerate() {
+            tallies.get_mut(g).ok_or_else(missing)?[lane] += 1;
         }
     }
-    *counts.get_mut(current).ok_or_else(missing)? += run;
+    for &g in chunks.remainder() {
+        tallies.get_mut(g).ok_or_else(missing)?[0] += 1;
+    }
     Ok(())
 }
 
@@ -499,14 +504,15 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Counting by runs adds what counting row by row adds.
+        /// The tallies add up to what counting row by row gives.
         #[test]
-        fn runs_count_every_row_once(
+        fn tallies_count_every_row_once(
             ids in proptest::collection::vec(0usize..6, 0..300),
             before in proptest::collection::vec(0i64..5, 6),
         ) {
-            let mut counts = before.clone();
-            count_runs(&ids, &mut counts).unwrap();
+            let mut tallies: Tallies = before.iter().map(|&b| [b, 0, 0, 0]).collect();
+            count_rows(&ids, &mut tallies).unwrap();
+            let counts: Vec<i64> = tallies.iter().map(|t| t.iter().sum()).collect();
             let mut want = before;
             for &g in &ids {
                 want[g] += 1;
@@ -516,9 +522,12 @@ mod tests {
     }
 
     #[test]
-    fn a_group_without_its_count_is_an_error() {
-        let mut counts = vec![0i64; 2];
-        let err = count_runs(&[0, 0, 2], &mut counts).unwrap_err();
-        assert_eq!(err.0, "a row's group has no count");
+    fn a_group_without_its_tally_is_an_error() {
+        // In a chunk of four, and in the rows after the last chunk.
+        for ids in [vec![0, 1, 2, 0], vec![0, 1, 0, 1, 2]] {
+            let mut tallies: Tallies = vec![[0; 4]; 2];
+            let err = count_rows(&ids, &mut tallies).unwrap_err();
+            assert_eq!(err.0, "a row's group has no count");
+        }
     }
 }
