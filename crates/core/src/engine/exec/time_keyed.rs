@@ -106,7 +106,7 @@ impl TimeKeyed {
                 .collect::<Vec<_>>(),
         ));
         let aggs = partial.aggr_expr().to_vec();
-        let counts_rows = !aggs.is_empty() && aggs.iter().all(|a| counts_rows(a));
+        let counts_rows = !aggs.is_empty() && aggs.iter().all(|a| is_row_count(a));
         Some(TimeKeyed {
             projection: slot.projection().map(|p| p.to_vec()),
             key_columns,
@@ -247,10 +247,12 @@ impl TimeKeyed {
                 .filter(|(k, _)| *k != self.time_key)
                 .map(|(_, &c)| batch.column(c).clone())
                 .collect();
-            other_ids.clear();
             let others_len = match others.as_mut() {
                 None => {
-                    other_ids.resize(n, 0);
+                    // Only ever zeros: grown, never rewritten.
+                    if other_ids.len() < n {
+                        other_ids.resize(n, 0);
+                    }
                     1
                 }
                 Some(others) => {
@@ -380,6 +382,7 @@ fn intern_others(
     dictionary: &mut DictionaryIds,
     ids: &mut Vec<usize>,
 ) -> std::result::Result<(), OpFailure> {
+    ids.clear();
     match cols {
         [one] if one.data_type() == &DataType::Utf8 => {
             strings.intern(one.as_string::<i32>(), others, ids)?
@@ -408,7 +411,7 @@ fn intern_others(
 
 /// True when `agg` counts rows: `count` of non-null literals (`count(*)`,
 /// `count(1)`), not distinct, its state one `Int64` count.
-fn counts_rows(agg: &AggregateFunctionExpr) -> bool {
+fn is_row_count(agg: &AggregateFunctionExpr) -> bool {
     let literals = agg.expressions();
     agg.fun().name() == "count"
         && !agg.is_distinct()
