@@ -9,9 +9,9 @@
 //! dictionaries once (one hash per used dictionary entry per batch), remaps
 //! the keys with integer work only, and writes a PLAIN dictionary page
 //! followed by v1 `RLE_DICTIONARY` data pages. `Int64` and timestamp
-//! columns are interned here too, into an open-addressing table of their
-//! own (a row equal to the one before it costs no lookup: event times come
-//! in runs), and written the same way. Statistics, the page index
+//! columns are interned here too (see `Int64Interner`: a row equal to the
+//! one before it costs no lookup, a value above all before it none either,
+//! small integers are found by offset), and written the same way. Statistics, the page index
 //! (column index and offset index), level histograms, encodings and encoding
 //! stats are built exactly as `ArrowWriter` builds them, so the resulting
 //! file is indistinguishable from one written by parquet except for page
@@ -39,6 +39,10 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersi
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+
+/// Width of the range of 64-bit values an [`Int64Interner`] looks up by
+/// offset (its table: 256 KiB).
+const DIRECT_RANGE: usize = 1 << 16;
 
 /// Row marker for a null (no dictionary index).
 const NULL_ID: u32 = u32::MAX;
@@ -78,23 +82,28 @@ pub(crate) fn is_int64_values(columns: &[ArrayRef]) -> bool {
 /// start at the chunk's first page) and the `ColumnCloseResult` to hand to
 /// `SerializedRowGroupWriter::append_column(&bytes, close)`;
 /// `Ok(None)` when this path does not apply and the caller must use parquet's own writer.
+/// `scratch` holds the chunk's row ids while it is encoded: one buffer reused for the chunks a
+/// thread encodes saves touching fresh memory for each.
 pub(crate) fn encode(
     descr: &ColumnDescPtr,
     props: &WriterProperties,
     columns: &[ArrayRef],
+    scratch: &mut Vec<u32>,
 ) -> Result<Option<(Bytes, ColumnCloseResult)>> {
     let Some(config) = Config::new(descr, props, columns) else {
         return Ok(None);
     };
     let merged = if descr.physical_type() == PhysicalType::INT64 {
-        merge_int64(descr, &config, columns)?
+        merge_int64(descr, &config, columns, std::mem::take(scratch))?
     } else {
-        merge(descr, &config, columns)?
+        merge(descr, &config, columns, std::mem::take(scratch))?
     };
     let Some(merged) = merged else {
         return Ok(None);
     };
-    write_chunk(descr, props, &config, &merged).map(Some)
+    let r = write_chunk(descr, props, &config, &merged).map(Some);
+    *scratch = merged.rows;
+    r
 }
 
 /// What the properties ask of this column, once the path is known to apply.
@@ -289,6 +298,7 @@ fn merge<'a>(
     descr: &ColumnDescPtr,
     config: &Config,
     columns: &'a [ArrayRef],
+    mut rows: Vec<u32>,
 ) -> Result<Option<Merged<'a>>> {
     let mut values: Vec<&'a [u8]> = Vec::new();
     let mut lookup: HashMap<&'a [u8], u32> = HashMap::new();
@@ -297,7 +307,8 @@ fn merge<'a>(
     if rows_len == 0 {
         return Ok(None);
     }
-    let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
+    rows.clear();
+    rows.reserve(rows_len);
     let mut nulls = 0usize;
     // The last batch's dictionary (its buffers' addresses and length) and
     // the chunk id of each of its entries: batches read from one Parquet
@@ -441,21 +452,63 @@ fn int64_values(column: &ArrayRef) -> Option<&[i64]> {
     })
 }
 
-/// An open-addressing table of distinct `i64` values (ids into `values`).
+/// The distinct `i64` values of a chunk and their dictionary ids (ids in
+/// first-appearance order, indices into `values`).
+///
+/// A value above every value before it (event times, mostly) is added
+/// without a lookup and kept in `ascending`, sorted. A value below the
+/// highest is looked up in an open-addressing table of the values that
+/// arrived out of order (values in random order are all there), then in
+/// `ascending` from the newest end (a late event time is near it, in
+/// memory still in cache); a new one joins the table. Values within a
+/// narrow range (small integers) are looked up by their offset in it
+/// instead, without hashing.
 struct Int64Interner {
-    /// Dictionary id per slot, `NULL_ID` when empty; a power of two long.
+    /// Every distinct value, by id.
+    values: Vec<i64>,
+    /// The range `base..base + by_offset.len()` and the id of each value
+    /// in it (`NULL_ID`: not seen); values in it are nowhere else.
+    base: i64,
+    by_offset: Vec<u32>,
+    /// The values that were above all before them, ascending.
+    ascending: Vec<i64>,
+    /// The id of each of `ascending`.
+    ascending_ids: Vec<u32>,
+    /// Dictionary id per slot of the table, `NULL_ID` when empty; a power
+    /// of two long.
     slots: Vec<u32>,
     /// `64 - log2(slots.len())`: a value's slot is its hash shifted by it.
     shift: u32,
-    values: Vec<i64>,
+    /// Values in the table.
+    in_table: usize,
 }
 
 impl Int64Interner {
-    fn new() -> Self {
+    /// An interner whose values mostly lie within the range of `sample`
+    /// (the first values): when that range is narrow, values in a range
+    /// around it are looked up by offset. `capacity`: values expected (the
+    /// dictionary and the PLAIN rows after it), reserved at once.
+    fn new(sample: &[i64], capacity: usize) -> Self {
+        let (base, by_offset) = match (sample.iter().min(), sample.iter().max()) {
+            (Some(&min), Some(&max)) if (max as i128 - min as i128) < DIRECT_RANGE as i128 => {
+                // Centred on the sample's range, within `i64`.
+                let spare = (DIRECT_RANGE as i128 - (max as i128 - min as i128)) / 2;
+                let base = (min as i128 - spare)
+                    .clamp(i64::MIN as i128, i64::MAX as i128 - DIRECT_RANGE as i128)
+                    as i64;
+                (base, vec![NULL_ID; DIRECT_RANGE])
+            }
+            _ => (0, Vec::new()),
+        };
         Int64Interner {
+            values: Vec::with_capacity(capacity),
+            base,
+            by_offset,
+            ascending: Vec::new(),
+            ascending_ids: Vec::new(),
             slots: vec![NULL_ID; 1024],
             shift: 64 - 10,
-            values: Vec::new(),
+            in_table: 0,
         }
     }
 
@@ -465,9 +518,41 @@ impl Int64Interner {
         ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
-    /// The id of `v`, added when new and the table holds fewer than `max`
-    /// values; `None` when it is new and the table is full.
+    /// The id of `v`, added when new and the dictionary holds fewer than
+    /// `max` values; `None` when it is new and the dictionary is full.
     fn intern_within(&mut self, v: i64, max: usize) -> Option<u32> {
+        let offset = (v as u64).wrapping_sub(self.base as u64);
+        if let Some(slot) = self
+            .by_offset
+            .get_mut(offset as usize)
+            .filter(|_| offset <= u32::MAX as u64)
+        {
+            if *slot == NULL_ID {
+                if self.values.len() >= max {
+                    return None;
+                }
+                *slot = self.values.len() as u32;
+                self.values.push(v);
+            }
+            return Some(*slot);
+        }
+        match self.ascending.last() {
+            Some(&top) if v < top => {}
+            Some(&top) if v == top => return self.ascending_ids.last().copied(),
+            _ => {
+                // Above every value so far: new.
+                if self.values.len() >= max {
+                    return None;
+                }
+                let id = self.values.len() as u32;
+                self.values.push(v);
+                self.ascending.push(v);
+                self.ascending_ids.push(id);
+                return Some(id);
+            }
+        }
+        // The table first: values in random order are all there, and when
+        // they are not, the table is small and in cache.
         let mask = self.slots.len() - 1;
         let mut s = self.slot(v);
         loop {
@@ -480,30 +565,80 @@ impl Int64Interner {
             }
             s = (s + 1) & mask;
         }
+        if let Some(id) = self.find_ascending(v) {
+            return Some(id);
+        }
         if self.values.len() >= max {
             return None;
         }
         let id = self.values.len() as u32;
         self.values.push(v);
         self.slots[s] = id;
-        if self.values.len() * 2 > self.slots.len() {
+        self.in_table += 1;
+        if self.in_table * 2 > self.slots.len() {
             self.grow();
         }
         Some(id)
     }
 
-    /// Doubles the table and places every value again.
+    /// The id of `v` among the ascending values, which end above it:
+    /// galloping from where `v` would be if the values were evenly spread
+    /// (event times nearly are), then a binary search.
+    fn find_ascending(&self, v: i64) -> Option<u32> {
+        let a = &self.ascending;
+        let (&first, &top) = (a.first()?, a.last()?);
+        let last = a.len() - 1;
+        let guess = if v <= first || last < 2 {
+            0
+        } else {
+            // `first < v < top`: a position in `1..last`.
+            let back = (top as i128 - v as i128) * last as i128 / (top as i128 - first as i128);
+            last - (back as usize).clamp(1, last - 1)
+        };
+        // `v`, if there, is in `a[lo..hi]`.
+        let (lo, hi) = if a[guess] <= v {
+            let (mut lo, mut step) = (guess, 1usize);
+            loop {
+                let i = lo + step;
+                if i > last {
+                    break (lo, last + 1);
+                }
+                if a[i] > v {
+                    break (lo, i);
+                }
+                lo = i;
+                step *= 2;
+            }
+        } else {
+            let (mut hi, mut step) = (guess, 1usize);
+            loop {
+                if step > hi {
+                    break (0, hi);
+                }
+                let i = hi - step;
+                if a[i] <= v {
+                    break (i, hi);
+                }
+                hi = i;
+                step *= 2;
+            }
+        };
+        let k = a[lo..hi].binary_search(&v).ok()?;
+        self.ascending_ids.get(lo + k).copied()
+    }
+
+    /// Doubles the table and places its values again.
     fn grow(&mut self) {
         let len = self.slots.len() * 2;
-        self.slots = vec![NULL_ID; len];
+        let old = std::mem::replace(&mut self.slots, vec![NULL_ID; len]);
         self.shift -= 1;
         let mask = len - 1;
-        for (id, &v) in self.values.iter().enumerate() {
-            let mut s = self.slot(v);
+        for id in old.into_iter().filter(|&id| id != NULL_ID) {
+            let mut s = self.slot(self.values[id as usize]);
             while self.slots[s] != NULL_ID {
                 s = (s + 1) & mask;
             }
-            self.slots[s] = id as u32;
+            self.slots[s] = id;
         }
     }
 }
@@ -516,6 +651,7 @@ fn merge_int64<'a>(
     descr: &ColumnDescPtr,
     config: &Config,
     columns: &'a [ArrayRef],
+    mut rows: Vec<u32>,
 ) -> Result<Option<Merged<'a>>> {
     let rows_len: usize = columns.iter().map(|c| c.len()).sum();
     if rows_len == 0 {
@@ -523,8 +659,25 @@ fn merge_int64<'a>(
     }
     // The most values whose PLAIN dictionary stays within the page limit.
     let max_entries = (config.dictionary_limit / 8).min(i32::MAX as usize);
-    let mut interner = Int64Interner::new();
-    let mut rows: Vec<u32> = Vec::with_capacity(rows_len);
+    // The first batch's valid values, to choose how values are looked up.
+    let sample: Vec<i64> = match columns.first() {
+        Some(first) => {
+            let values = int64_values(first).unwrap_or(&[]);
+            match first.nulls().filter(|n| n.null_count() > 0) {
+                None => values[..values.len().min(1 << 16)].to_vec(),
+                Some(valid) => valid
+                    .valid_indices()
+                    .take(1 << 16)
+                    .filter_map(|i| values.get(i).copied())
+                    .collect(),
+            }
+        }
+        None => Vec::new(),
+    };
+    let mut interner = Int64Interner::new(&sample, rows_len);
+    drop(sample);
+    rows.clear();
+    rows.reserve(rows_len);
     let mut nulls = 0usize;
     // The row from which on values are not interned but kept for PLAIN
     // pages, and the dictionary's size then.
@@ -647,6 +800,23 @@ fn min_max_by_key<'k, K: Ord + Copy + 'k>(
         }
     }
     Ok((min.1, max.1))
+}
+
+/// `ids` as the range of ids they are when consecutive, first to last.
+fn consecutive(ids: &[u32]) -> Option<std::ops::Range<usize>> {
+    let (&first, &last) = (ids.first()?, ids.last()?);
+    let (first, last) = (first as usize, last as usize);
+    (last.checked_sub(first)? + 1 == ids.len()).then_some(first..last + 1)
+}
+
+/// The ids of the smallest and the largest of `values`, the values of ids
+/// `first..` (the first of equal ones); `(NULL_ID, NULL_ID)` when empty.
+fn min_max_ids(first: usize, values: &[i64]) -> (u32, u32) {
+    let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) else {
+        return (NULL_ID, NULL_ID);
+    };
+    let at = |x: i64| values.iter().position(|&v| v == x).unwrap_or(0) + first;
+    (at(min) as u32, at(max) as u32)
 }
 
 /// Per-page statistics of the rows being collected.
@@ -810,7 +980,16 @@ fn write_chunk(
             non_null.extend(page.iter().copied().filter(|&id| id != NULL_ID));
             &non_null
         };
+        // A PLAIN page's values are consecutive entries of `values`.
+        let plain_values = if plain_page {
+            consecutive(indices).and_then(|r| int64_values.get(r.clone()).map(|v| (r.start, v)))
+        } else {
+            None
+        };
         let (min_id, max_id) = match (&merged.values, &rank) {
+            (DictValues::Int64(_), _) if plain_values.is_some() => {
+                plain_values.map_or((NULL_ID, NULL_ID), |(first, v)| min_max_ids(first, v))
+            }
             (DictValues::Int64(values), _) => min_max_by_key(indices, |id| values.get(id))?,
             (DictValues::Bytes(_), Some(rank)) => min_max_by_key(indices, |id| rank.get(id))?,
             (DictValues::Bytes(_), None) => {
@@ -862,7 +1041,13 @@ fn write_chunk(
             let len = (buf.len() - 4) as u32;
             buf[..4].copy_from_slice(&len.to_le_bytes());
         }
-        if plain_page {
+        if let Some((_, values)) = plain_values {
+            let at = buf.len();
+            buf.resize(at + 8 * values.len(), 0);
+            for (out, v) in buf[at..].chunks_exact_mut(8).zip(values) {
+                out.copy_from_slice(&v.to_le_bytes());
+            }
+        } else if plain_page {
             for &id in indices {
                 let v = int64_values.get(id as usize).ok_or_else(out_of_range)?;
                 buf.extend_from_slice(&v.to_le_bytes());
@@ -1238,7 +1423,7 @@ mod tests {
         let reference = string_writer.close().expect("close").close().clone();
         let descr = file.schema_descr().column(1);
         let props = file.properties().clone();
-        let (bytes, close) = encode(&descr, &props, columns)
+        let (bytes, close) = encode(&descr, &props, columns, &mut Vec::new())
             .expect("encode")
             .expect("encode applies");
         let mut rg = file.next_row_group().expect("row group");
@@ -1724,7 +1909,7 @@ mod tests {
         let cols = mixed_batches(true);
         let base = || WriterProperties::builder();
         let declined = |props: WriterProperties, cols: &[ArrayRef]| {
-            encode(&descr(true), &props, cols)
+            encode(&descr(true), &props, cols, &mut Vec::new())
                 .expect("no error")
                 .is_none()
         };
@@ -1790,7 +1975,7 @@ mod tests {
             .convert(&Schema::new(vec![Field::new("n", DataType::Int64, true)]))
             .expect("schema")
             .column(0);
-        assert!(encode(&int_descr, &base().build(), &cols)
+        assert!(encode(&int_descr, &base().build(), &cols, &mut Vec::new())
             .expect("ok")
             .is_none());
     }
@@ -1799,10 +1984,13 @@ mod tests {
     fn required_null_is_an_error() {
         let props = WriterProperties::builder().build();
         let cols = [dict(&["a", "b"], vec![Some(0), None, Some(1)])];
-        let err = encode(&descr(false), &props, &cols).expect_err("null in required column");
+        let err = encode(&descr(false), &props, &cols, &mut Vec::new())
+            .expect_err("null in required column");
         let message = err.to_string();
         assert!(message.contains("column s "), "{message}");
-        assert!(encode(&descr(true), &props, &cols).expect("ok").is_some());
+        assert!(encode(&descr(true), &props, &cols, &mut Vec::new())
+            .expect("ok")
+            .is_some());
     }
 
     /// Writes `columns` (of type `data_type`) as the only column `t` of a
@@ -1825,7 +2013,7 @@ mod tests {
                 .expect("serialized writer");
         let descr = file.schema_descr().column(0);
         let file_props = file.properties().clone();
-        let (bytes, close) = encode(&descr, &file_props, columns)
+        let (bytes, close) = encode(&descr, &file_props, columns, &mut Vec::new())
             .expect("encode")
             .expect("encode applies");
         let mut rg = file.next_row_group().expect("row group");
@@ -2053,7 +2241,7 @@ mod tests {
                 .convert(&Schema::new(vec![Field::new("t", ts.clone(), true)]))
                 .expect("schema")
                 .column(0);
-            let (_, close) = encode(&descr, &props, &columns)
+            let (_, close) = encode(&descr, &props, &columns, &mut Vec::new())
                 .expect("encode")
                 .expect("applies");
             let stats = close.metadata.page_encoding_stats().expect("stats");
@@ -2139,7 +2327,7 @@ mod tests {
         };
         let base = || WriterProperties::builder();
         let declined = |props: WriterProperties, cols: &[ArrayRef]| {
-            encode(&int_descr(true), &props, cols)
+            encode(&int_descr(true), &props, cols, &mut Vec::new())
                 .expect("no error")
                 .is_none()
         };
@@ -2175,15 +2363,23 @@ mod tests {
             .convert(&Schema::new(vec![Field::new("u", DataType::UInt64, true)]))
             .expect("schema")
             .column(0);
-        assert!(
-            encode(&unsigned, &base().build(), std::slice::from_ref(&ints))
-                .expect("ok")
-                .is_none()
-        );
+        assert!(encode(
+            &unsigned,
+            &base().build(),
+            std::slice::from_ref(&ints),
+            &mut Vec::new()
+        )
+        .expect("ok")
+        .is_none());
         // A null in a required column is an error that names the column.
         let with_null: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None]));
-        let err = encode(&int_descr(false), &base().build(), &[with_null])
-            .expect_err("null in a required column");
+        let err = encode(
+            &int_descr(false),
+            &base().build(),
+            &[with_null],
+            &mut Vec::new(),
+        )
+        .expect_err("null in a required column");
         assert!(err.to_string().contains("column n "), "{err}");
     }
 
@@ -2309,5 +2505,65 @@ mod tests {
         let mut buf = Vec::new();
         encode_hybrid(&[], 5, &mut buf);
         assert!(buf.is_empty());
+    }
+
+    /// A value sequence: ascending (steps of 0 to 2, in units of 1 or of a
+    /// million) with one in about 20 values late by up to 700 units, or
+    /// values in random order, from a small range, any `i64`, or the
+    /// extremes.
+    fn value_sequence() -> impl proptest::strategy::Strategy<Value = Vec<i64>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (
+                proptest::collection::vec((0i64..3, 0u8..20, 0i64..700), 0..3000),
+                prop_oneof![Just(1i64), Just(1_000_000i64)],
+            )
+                .prop_map(|(steps, unit)| {
+                    let mut t = -40i64;
+                    steps
+                        .into_iter()
+                        .map(|(step, late, back)| {
+                            t += step;
+                            unit * if late == 0 { t - back } else { t }
+                        })
+                        .collect()
+                }),
+            proptest::collection::vec(-50i64..50, 0..3000),
+            proptest::collection::vec(any::<i64>(), 0..3000),
+            proptest::collection::vec(
+                prop_oneof![Just(i64::MIN), Just(i64::MAX), -2i64..2],
+                0..300
+            ),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The interner gives every value the id of its first appearance
+        /// and refuses exactly the new values past `max`.
+        #[test]
+        fn the_int64_interner_numbers_values_by_first_appearance(
+            values in value_sequence(),
+            max in 1usize..4000,
+            sample in 0usize..100,
+        ) {
+            let mut interner = Int64Interner::new(&values[..values.len().min(sample)], 0);
+            let mut expected: HashMap<i64, u32> = HashMap::new();
+            for &v in &values {
+                let want = match expected.get(&v) {
+                    Some(&id) => Some(id),
+                    None if expected.len() < max => {
+                        let id = expected.len() as u32;
+                        expected.insert(v, id);
+                        Some(id)
+                    }
+                    None => None,
+                };
+                proptest::prop_assert_eq!(interner.intern_within(v, max), want, "value {}", v);
+            }
+            let mut by_id: Vec<(u32, i64)> = expected.iter().map(|(&v, &id)| (id, v)).collect();
+            by_id.sort_unstable();
+            let dictionary: Vec<i64> = by_id.into_iter().map(|(_, v)| v).collect();
+            proptest::prop_assert_eq!(interner.values, dictionary);
+        }
     }
 }

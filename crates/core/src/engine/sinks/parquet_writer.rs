@@ -266,30 +266,34 @@ impl ParallelParquetWriter {
             error: None,
         });
         let next = AtomicUsize::new(0);
-        let work = || loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(_, g, c)) = order.get(k) else {
-                break;
-            };
-            let (writer, input) = {
-                let mut job = jobs[g][c].lock().unwrap_or_else(|e| e.into_inner());
-                (
-                    job.writer.take(),
-                    std::mem::replace(&mut job.input, JobInput::Leaves(Vec::new())),
-                )
-            };
-            let r = match writer {
-                Some(w) => encode_chunk(w, input, &props),
-                None => Err(ParquetError::General(
-                    "internal error: column written twice".into(),
-                )),
-            };
-            *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            if unfinished[g].fetch_sub(1, Ordering::AcqRel) == 1 {
-                // Another thread appending goes on with this group once it
-                // is done with its own; what both miss is appended below.
-                if let Ok(mut a) = appender.try_lock() {
-                    a.append_finished(&results, &unfinished);
+        let work = || {
+            // The row ids of the chunks this thread encodes, one after another.
+            let mut scratch: Vec<u32> = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(_, g, c)) = order.get(k) else {
+                    break;
+                };
+                let (writer, input) = {
+                    let mut job = jobs[g][c].lock().unwrap_or_else(|e| e.into_inner());
+                    (
+                        job.writer.take(),
+                        std::mem::replace(&mut job.input, JobInput::Leaves(Vec::new())),
+                    )
+                };
+                let r = match writer {
+                    Some(w) => encode_chunk(w, input, &props, &mut scratch),
+                    None => Err(ParquetError::General(
+                        "internal error: column written twice".into(),
+                    )),
+                };
+                *results[g][c].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                if unfinished[g].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    // Another thread appending goes on with this group once it
+                    // is done with its own; what both miss is appended below.
+                    if let Ok(mut a) = appender.try_lock() {
+                        a.append_finished(&results, &unfinished);
+                    }
                 }
             }
         };
@@ -377,11 +381,13 @@ impl Appender<'_> {
 }
 
 /// Encodes one column chunk with parquet's column writer `w`, or by
-/// [`parquet_dictionary::encode`] where that applies.
+/// [`parquet_dictionary::encode`] where that applies (`scratch`: its buffer
+/// of row ids, reused from chunk to chunk).
 fn encode_chunk(
     mut w: ArrowColumnWriter,
     input: JobInput,
     props: &WriterProperties,
+    scratch: &mut Vec<u32>,
 ) -> Result<Chunk> {
     let leaves = match input {
         JobInput::Leaves(leaves) => leaves,
@@ -390,7 +396,9 @@ fn encode_chunk(
             field,
             descr,
         } => {
-            if let Some((bytes, close)) = parquet_dictionary::encode(&descr, props, &arrays)? {
+            if let Some((bytes, close)) =
+                parquet_dictionary::encode(&descr, props, &arrays, scratch)?
+            {
                 return Ok(Chunk::Spliced(bytes, close));
             }
             let mut leaves = Vec::new();
