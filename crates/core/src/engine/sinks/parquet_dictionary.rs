@@ -11,11 +11,12 @@
 //! followed by v1 `RLE_DICTIONARY` data pages. `Int64` and timestamp
 //! columns are interned here too (see `Int64Interner`: a row equal to the
 //! one before it costs no lookup, a value above all before it none either,
-//! small integers are found by offset), and written the same way. Statistics, the page index
-//! (column index and offset index), level histograms, encodings and encoding
-//! stats are built exactly as `ArrowWriter` builds them, so the resulting
-//! file is indistinguishable from one written by parquet except for page
-//! boundaries and dictionary order.
+//! small integers are found by offset), and written the same way.
+//! Statistics, the page index (column index and offset index), level
+//! histograms, encodings and encoding stats are built exactly as
+//! `ArrowWriter` builds them, so the resulting file is indistinguishable
+//! from one written by parquet except for page boundaries and dictionary
+//! order.
 //!
 //! Anything outside the supported envelope (see [`encode`]) is declined with
 //! `Ok(None)` and must be written with parquet's own column writer.
@@ -522,11 +523,7 @@ impl Int64Interner {
     /// `max` values; `None` when it is new and the dictionary is full.
     fn intern_within(&mut self, v: i64, max: usize) -> Option<u32> {
         let offset = (v as u64).wrapping_sub(self.base as u64);
-        if let Some(slot) = self
-            .by_offset
-            .get_mut(offset as usize)
-            .filter(|_| offset <= u32::MAX as u64)
-        {
+        if let Some(slot) = self.by_offset.get_mut(offset as usize) {
             if *slot == NULL_ID {
                 if self.values.len() >= max {
                     return None;
@@ -986,13 +983,11 @@ fn write_chunk(
         } else {
             None
         };
-        let (min_id, max_id) = match (&merged.values, &rank) {
-            (DictValues::Int64(_), _) if plain_values.is_some() => {
-                plain_values.map_or((NULL_ID, NULL_ID), |(first, v)| min_max_ids(first, v))
-            }
-            (DictValues::Int64(values), _) => min_max_by_key(indices, |id| values.get(id))?,
-            (DictValues::Bytes(_), Some(rank)) => min_max_by_key(indices, |id| rank.get(id))?,
-            (DictValues::Bytes(_), None) => {
+        let (min_id, max_id) = match (&merged.values, &rank, plain_values) {
+            (_, _, Some((first, values))) => min_max_ids(first, values),
+            (DictValues::Int64(values), _, None) => min_max_by_key(indices, |id| values.get(id))?,
+            (DictValues::Bytes(_), Some(rank), None) => min_max_by_key(indices, |id| rank.get(id))?,
+            (DictValues::Bytes(_), None, None) => {
                 // Each distinct id's value compared once per page.
                 let mut min_max = (NULL_ID, NULL_ID);
                 for &id in indices {
