@@ -45,6 +45,10 @@ use parquet::schema::types::ColumnDescPtr;
 /// offset (its table: 256 KiB).
 const DIRECT_RANGE: usize = 1 << 16;
 
+/// Values of a chunk's first batch whose range decides whether an
+/// [`Int64Interner`] looks values up by offset.
+const SAMPLE_ROWS: usize = 1 << 16;
+
 /// Row marker for a null (no dictionary index).
 const NULL_ID: u32 = u32::MAX;
 
@@ -485,13 +489,14 @@ struct Int64Interner {
 }
 
 impl Int64Interner {
-    /// An interner whose values mostly lie within the range of `sample`
-    /// (the first values): when that range is narrow, values in a range
-    /// around it are looked up by offset. `capacity`: values expected (the
-    /// dictionary and the PLAIN rows after it), reserved at once.
-    fn new(sample: &[i64], capacity: usize) -> Self {
-        let (base, by_offset) = match (sample.iter().min(), sample.iter().max()) {
-            (Some(&min), Some(&max)) if (max as i128 - min as i128) < DIRECT_RANGE as i128 => {
+    /// An interner whose values mostly lie within `sample_range` (the
+    /// smallest and largest of the first values, see [`value_range`]): when
+    /// that range is narrow, values in a range around it are looked up by
+    /// offset. `capacity`: values expected (the dictionary and the PLAIN
+    /// rows after it), reserved at once.
+    fn new(sample_range: Option<(i64, i64)>, capacity: usize) -> Self {
+        let (base, by_offset) = match sample_range {
+            Some((min, max)) if (max as i128 - min as i128) < DIRECT_RANGE as i128 => {
                 // Centred on the sample's range, within `i64`.
                 let spare = (DIRECT_RANGE as i128 - (max as i128 - min as i128)) / 2;
                 let base = (min as i128 - spare)
@@ -656,23 +661,21 @@ fn merge_int64<'a>(
     }
     // The most values whose PLAIN dictionary stays within the page limit.
     let max_entries = (config.dictionary_limit / 8).min(i32::MAX as usize);
-    // The first batch's valid values, to choose how values are looked up.
-    let sample: Vec<i64> = match columns.first() {
-        Some(first) => {
-            let values = int64_values(first).unwrap_or(&[]);
-            match first.nulls().filter(|n| n.null_count() > 0) {
-                None => values[..values.len().min(1 << 16)].to_vec(),
-                Some(valid) => valid
+    // The range of the first batch's first valid values chooses how values
+    // are looked up.
+    let sample_range = columns.first().and_then(|first| {
+        let values = int64_values(first).unwrap_or(&[]);
+        match first.nulls().filter(|n| n.null_count() > 0) {
+            None => value_range(values.iter().copied().take(SAMPLE_ROWS)),
+            Some(valid) => value_range(
+                valid
                     .valid_indices()
-                    .take(1 << 16)
-                    .filter_map(|i| values.get(i).copied())
-                    .collect(),
-            }
+                    .take(SAMPLE_ROWS)
+                    .filter_map(|i| values.get(i).copied()),
+            ),
         }
-        None => Vec::new(),
-    };
-    let mut interner = Int64Interner::new(&sample, rows_len);
-    drop(sample);
+    });
+    let mut interner = Int64Interner::new(sample_range, rows_len);
     rows.clear();
     rows.reserve(rows_len);
     let mut nulls = 0usize;
@@ -735,6 +738,14 @@ fn merge_int64<'a>(
         rows,
         nulls,
     }))
+}
+
+/// The smallest and the largest of `values`; `None` when there are none.
+fn value_range(values: impl Iterator<Item = i64>) -> Option<(i64, i64)> {
+    values.fold(None, |range, v| match range {
+        None => Some((v, v)),
+        Some((min, max)) => Some((min.min(v), max.max(v))),
+    })
 }
 
 /// Number of bits needed to store `max`.
@@ -2541,7 +2552,7 @@ mod tests {
             max in 1usize..4000,
             sample in 0usize..100,
         ) {
-            let mut interner = Int64Interner::new(&values[..values.len().min(sample)], 0);
+            let mut interner = Int64Interner::new(value_range(values.iter().copied().take(sample)), 0);
             let mut expected: HashMap<i64, u32> = HashMap::new();
             for &v in &values {
                 let want = match expected.get(&v) {
