@@ -12,6 +12,8 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 
+use crate::plan::timestamp::udf::same_dictionary_values;
+
 /// A condition on a leaf's columns that every row the plan outputs meets:
 /// a source may drop the rows that do not meet it (see the module
 /// documentation).
@@ -60,11 +62,23 @@ impl LeafFilter {
     /// `batch` holds the leaf's [`columns`](Self::columns) in that order,
     /// each in the leaf's type or, for a string, dictionary-encoded.
     pub fn evaluate(&self, batch: &RecordBatch) -> datafusion::error::Result<BooleanArray> {
+        self.evaluate_with(batch, &mut DictionaryVerdicts::default())
+    }
+
+    /// [`evaluate`](Self::evaluate), remembering in `verdicts` the result
+    /// for each value of the last dictionary it evaluated: the batches of
+    /// one Parquet column chunk share a dictionary, whose values are then
+    /// evaluated once for all of them.
+    pub fn evaluate_with(
+        &self,
+        batch: &RecordBatch,
+        verdicts: &mut DictionaryVerdicts,
+    ) -> datafusion::error::Result<BooleanArray> {
         if let ([column], [leaf_column]) = (batch.columns(), self.columns.as_slice()) {
             if let Some(dictionary) = column.as_dictionary_opt::<Int32Type>() {
                 let leaf_type = self.schema.field(*leaf_column).data_type();
                 if dictionary.values().data_type() == leaf_type {
-                    return self.evaluate_dictionary(dictionary);
+                    return self.evaluate_dictionary(dictionary, verdicts);
                 }
             }
         }
@@ -78,25 +92,17 @@ impl LeafFilter {
     fn evaluate_dictionary(
         &self,
         dictionary: &DictionaryArray<Int32Type>,
+        verdicts: &mut DictionaryVerdicts,
     ) -> datafusion::error::Result<BooleanArray> {
         let values = dictionary.values();
         let null = values.len();
-        // The distinct values, then a NULL for the rows with a null key.
-        let with_null = arrow::compute::concat(&[
-            values.as_ref(),
-            new_null_array(values.data_type(), 1).as_ref(),
-        ])?;
-        let field = self
-            .schema
-            .field(self.columns[0])
-            .clone()
-            .with_nullable(true);
-        let distinct = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![with_null])?;
-        let per_value = as_mask(self.predicate.evaluate(&distinct)?.into_array(null + 1)?)?;
-        // A row is kept where its value's result is true (not false or null).
-        let kept: Vec<bool> = (0..=null)
-            .map(|i| per_value.is_valid(i) && per_value.value(i))
-            .collect();
+        let kept = match &mut verdicts.last {
+            Some((seen, kept)) if same_dictionary_values(seen, values) => kept,
+            slot => {
+                let kept = self.verdicts(values)?;
+                &mut slot.insert((values.clone(), kept)).1
+            }
+        };
         let keys = dictionary.keys();
         let bits = match keys.nulls().filter(|n| n.null_count() > 0) {
             None => BooleanBuffer::collect_bool(keys.len(), |i| {
@@ -114,6 +120,28 @@ impl LeafFilter {
         Ok(BooleanArray::new(bits, None))
     }
 
+    /// Whether each of a dictionary's `values` meets the condition, then
+    /// whether NULL does (the entry after them).
+    fn verdicts(&self, values: &ArrayRef) -> datafusion::error::Result<Vec<bool>> {
+        let null = values.len();
+        // The distinct values, then a NULL for the rows with a null key.
+        let with_null = arrow::compute::concat(&[
+            values.as_ref(),
+            new_null_array(values.data_type(), 1).as_ref(),
+        ])?;
+        let field = self
+            .schema
+            .field(self.columns[0])
+            .clone()
+            .with_nullable(true);
+        let distinct = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![with_null])?;
+        let per_value = as_mask(self.predicate.evaluate(&distinct)?.into_array(null + 1)?)?;
+        // A row is kept where its value's result is true (not false or null).
+        Ok((0..=null)
+            .map(|i| per_value.is_valid(i) && per_value.value(i))
+            .collect())
+    }
+
     /// The schema of the batches [`evaluate`](Self::evaluate) takes (the
     /// leaf's types; a reader may give strings dictionary-encoded instead).
     pub fn input_schema(&self) -> SchemaRef {
@@ -124,6 +152,15 @@ impl LeafFilter {
             .collect();
         Arc::new(Schema::new(fields))
     }
+}
+
+/// The result of a [`LeafFilter`] on each value of the last dictionary it
+/// evaluated (see [`LeafFilter::evaluate_with`]).
+#[derive(Default)]
+pub struct DictionaryVerdicts {
+    /// The dictionary's values, and per value (then for NULL) whether a
+    /// row holding it is kept.
+    last: Option<(ArrayRef, Vec<bool>)>,
 }
 
 /// `mask` as booleans (an error naming its type otherwise).
@@ -254,6 +291,41 @@ mod tests {
         let filter = LeafFilter::new(Arc::new(IsNullExpr::new(level())), &schema()).unwrap();
         let mask = filter.evaluate(&batch).unwrap();
         assert_eq!(kept(&mask), [false, false, true, true, false, false]);
+    }
+
+    #[test]
+    fn a_dictionarys_results_are_reused_only_for_the_same_values() {
+        let filter = LeafFilter::new(compare(Operator::NotEq, "INFO"), &schema()).unwrap();
+        let batch_of = |values: &ArrayRef, keys: Vec<i32>| {
+            let column = DictionaryArray::new(arrow::array::Int32Array::from(keys), values.clone());
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new(
+                    "level",
+                    column.data_type().clone(),
+                    true,
+                )])),
+                vec![Arc::new(column)],
+            )
+            .unwrap()
+        };
+        let first: ArrayRef = Arc::new(StringArray::from(vec!["INFO", "WARN"]));
+        // The same strings in another array, then other strings.
+        let copy: ArrayRef = Arc::new(StringArray::from(vec!["INFO", "WARN"]));
+        let swapped: ArrayRef = Arc::new(StringArray::from(vec!["WARN", "INFO"]));
+        let mut verdicts = DictionaryVerdicts::default();
+        let mut results = Vec::new();
+        for values in [&first, &first, &swapped, &copy, &swapped] {
+            let mask = filter
+                .evaluate_with(&batch_of(values, vec![0, 1, 1, 0]), &mut verdicts)
+                .unwrap();
+            results.push(kept(&mask));
+        }
+        let info_warn = vec![false, true, true, false];
+        let warn_info = vec![true, false, false, true];
+        assert_eq!(
+            results,
+            [&info_warn, &info_warn, &warn_info, &info_warn, &warn_info].map(Vec::clone)
+        );
     }
 
     proptest! {

@@ -834,13 +834,13 @@ fn push_down(
         // Filter pushdown: sources may drop the rows the plan's filters
         // drop while decoding (they still count as input rows); where a
         // source drops every such row, the plan no longer filters them,
-        // and the source reads the filter's columns for itself.
-        let mut filter_columns: Vec<Vec<usize>> = vec![Vec::new(); leaves.len()];
+        // and the source reads the filter's columns for itself (and need
+        // not give those only the filter reads).
         let filters = compiled.leaf_filters();
         for (i, (leaf, filter)) in leaves.iter_mut().zip(filters).enumerate() {
             if let (LeafInput::Streaming { source, .. }, Some(filter)) = (leaf, filter) {
-                if source.filter_rows(&filter) && compiled.drop_leaf_filter(i) {
-                    filter_columns[i] = filter.columns().to_vec();
+                if source.filter_rows(&filter) {
+                    compiled.drop_leaf_filter(i);
                 }
             }
         }
@@ -853,12 +853,7 @@ fn push_down(
             }
         }
         let used = compiled.leaf_columns_used();
-        for ((leaf, mut used), filtered) in leaves.iter_mut().zip(used).zip(&filter_columns) {
-            for &c in filtered {
-                if let Some(u) = used.get_mut(c) {
-                    *u = true;
-                }
-            }
+        for (leaf, used) in leaves.iter_mut().zip(used) {
             if let LeafInput::Streaming { source, .. } = leaf {
                 source.read_only_columns(&used);
             }

@@ -137,8 +137,10 @@ pub trait Source: Send {
     /// columns of [`schema`](Self::schema)), so the source may drop such
     /// rows while decoding, counting them in
     /// [`ReadBatch::rows_filtered`]. Returns true when it drops every one,
-    /// in every read: the query then does not evaluate the condition again
-    /// (the source still reads the filter's columns, and gives them).
+    /// in every read: the query then does not evaluate the condition again,
+    /// and the source reads the filter's columns for itself; it gives them
+    /// only where [`read_only_columns`](Self::read_only_columns) says the
+    /// query reads them.
     /// False: the query applies its filters to what the source gives.
     /// Called once, before the first read. Default: every row is returned
     /// (false).

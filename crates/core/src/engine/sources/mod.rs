@@ -26,6 +26,7 @@ use crate::plan::reader::SourceSpec;
 
 pub mod file;
 mod json_fast;
+mod kept_rows;
 pub mod memory;
 pub(crate) mod null_columns;
 mod parquet_chunks;

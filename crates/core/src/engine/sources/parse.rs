@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{new_null_array, Array, ArrayRef, StringArray};
+use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, StringArray};
 use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{cast_with_options, concat_batches, filter_record_batch, CastOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -25,11 +25,12 @@ use parquet::arrow::ProjectionMask;
 use parquet::basic::Encoding;
 
 use super::json_fast::FastJson;
+use super::kept_rows::{kept_positions, Gather, KeptRows};
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
 use crate::engine::exec::batches::retyped;
 use crate::engine::exec::dictionary_ids::string_dictionary_type;
-use crate::engine::leaf_filter::LeafFilter;
+use crate::engine::leaf_filter::{DictionaryVerdicts, LeafFilter};
 use crate::error::{Error, Result};
 use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
 
@@ -60,6 +61,11 @@ impl FileFormat {
 
 /// Rows per decoded batch.
 pub(crate) const BATCH_ROWS: usize = 64 * 1024;
+/// Rows per batch decoded from a Parquet file whose rows are filtered as
+/// it is read: small enough for the batch to be in cache when it is
+/// filtered (see `kept_rows`); the kept rows are gathered into batches of
+/// [`BATCH_ROWS`].
+const FILTERED_DECODE_ROWS: usize = 8 * 1024;
 /// Big JSON/text files are split into line-aligned chunks of about this size
 /// (at least) so one file is decoded by several threads.
 const MIN_CHUNK_BYTES: u64 = 4 << 20;
@@ -105,7 +111,8 @@ pub(crate) struct ParseConfig {
     /// For messages: paths are shown relative to this directory.
     pub base_dir: PathBuf,
     /// The columns the query reads (None: all). Parquet files skip the
-    /// others' column chunks and return nulls for them.
+    /// others' column chunks (but those [`row_filter`](Self::row_filter)
+    /// reads) and return nulls for them.
     pub read_columns: Option<Vec<bool>>,
     /// The `Utf8` columns the query also takes as `Dictionary(Int32, Utf8)`
     /// (None: none). Parquet column chunks of them whose pages are all
@@ -123,9 +130,21 @@ pub(crate) struct ParseConfig {
 }
 
 impl ParseConfig {
-    /// False when the query never reads column `index` of the output
-    /// schema and the column may hold nulls, so it need not be decoded.
+    /// False when neither the query nor [`row_filter`](Self::row_filter)
+    /// reads column `index` of the output schema and the column may hold
+    /// nulls, so it need not be decoded.
     fn decodes(&self, index: usize) -> bool {
+        self.passes_on(index)
+            || self
+                .row_filter
+                .as_ref()
+                .is_some_and(|f| f.columns().contains(&index))
+    }
+
+    /// False when the query never reads column `index` of the output schema
+    /// and the column may hold nulls, so the rows may carry nulls there
+    /// (a column only the reader's filter reads is decoded, then dropped).
+    fn passes_on(&self, index: usize) -> bool {
         let nullable = self.schema.field(index).is_nullable();
         !nullable
             || self
@@ -1246,14 +1265,26 @@ fn parquet_read(
         ParquetInput::Disk(file) => ArrowReaderMetadata::load(file, ArrowReaderOptions::new())?,
     };
     let (mapping, roots) = parquet_projection(cfg, meta.schema());
-    let (meta, schema) = with_dictionary_columns(cfg, meta, &mapping, row_groups.as_deref());
+    let row_filter = decode_filter(cfg, f);
+    // A column only the decoder's filter reads is read as a dictionary
+    // where it can be: the filter then compares each distinct value once.
+    let as_dictionary: Vec<bool> = (0..cfg.schema.fields().len())
+        .map(|i| {
+            cfg.dictionary_columns
+                .as_ref()
+                .is_some_and(|d| d.get(i).copied().unwrap_or(false))
+                || (row_filter.is_some() && !cfg.passes_on(i) && cfg.decodes(i))
+        })
+        .collect();
+    let (meta, schema) =
+        with_dictionary_columns(cfg, meta, &mapping, &as_dictionary, row_groups.as_deref());
     let read = ParquetRead {
         cfg,
         path,
         schema: &schema,
         mapping: &mapping,
         roots: &roots,
-        row_filter: decode_filter(cfg, f),
+        row_filter,
     };
     let file = match input {
         // An object's bytes are in memory already: no chunk plan.
@@ -1278,19 +1309,22 @@ fn parquet_read(
 }
 
 /// The reader's metadata asking for `Dictionary(Int32, Utf8)` in the
-/// columns the query takes so (`cfg.dictionary_columns`) whose chunks in
-/// `row_groups` have only dictionary-encoded data pages, and the output
-/// schema of the file's batches (`cfg.schema` with those columns' types).
-/// Otherwise (or when the reader refuses the hint) `meta` and `cfg.schema`.
+/// columns flagged in `allowed` (those the query takes so, see
+/// `cfg.dictionary_columns`, and those only the decoder's filter reads)
+/// whose chunks in `row_groups` have only dictionary-encoded data pages,
+/// and the schema of the file's decoded batches (`cfg.schema` with those
+/// columns' types). Otherwise (or when the reader refuses the hint) `meta`
+/// and `cfg.schema`.
 fn with_dictionary_columns(
     cfg: &ParseConfig,
     meta: ArrowReaderMetadata,
     mapping: &[Option<usize>],
+    allowed: &[bool],
     row_groups: Option<&[usize]>,
 ) -> (ArrowReaderMetadata, SchemaRef) {
-    let Some(allowed) = &cfg.dictionary_columns else {
+    if !allowed.contains(&true) {
         return (meta, cfg.schema.clone());
-    };
+    }
     let dictionary = string_dictionary_type();
     let file_schema = meta.schema().clone();
     let parquet = meta.metadata();
@@ -1415,14 +1449,13 @@ fn filter_rows(
     batch: RecordBatch,
 ) -> Result<(Option<RecordBatch>, u64)> {
     let rows = batch.num_rows();
-    let keep = filter
-        .evaluate(&batch.project(filter.columns())?)
-        .map_err(|e| {
-            Error::runtime(format!(
-                "filtering the rows of {}: {e}",
-                display_path(&cfg.base_dir, path)
-            ))
-        })?;
+    let keep = filter_mask(
+        cfg,
+        path,
+        filter,
+        &batch,
+        &mut DictionaryVerdicts::default(),
+    )?;
     let kept = keep.true_count();
     let dropped = (rows - kept) as u64;
     Ok(if kept == rows {
@@ -1432,6 +1465,43 @@ fn filter_rows(
     } else {
         (None, dropped)
     })
+}
+
+/// The rows of `batch` (read from `path`) that meet `filter` (true; null
+/// and false drop a row).
+fn filter_mask(
+    cfg: &ParseConfig,
+    path: &Path,
+    filter: &LeafFilter,
+    batch: &RecordBatch,
+    verdicts: &mut DictionaryVerdicts,
+) -> Result<BooleanArray> {
+    filter
+        .evaluate_with(&batch.project(filter.columns())?, verdicts)
+        .map_err(|e| {
+            Error::runtime(format!(
+                "filtering the rows of {}: {e}",
+                display_path(&cfg.base_dir, path)
+            ))
+        })
+}
+
+/// Whether a column of `data_type` holds strings (plain, or a dictionary
+/// of them as the Parquet reader gives).
+fn is_strings(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) || *data_type == string_dictionary_type()
+}
+
+/// The filter of one Parquet file's read, and the rows it keeps so far.
+struct FilteredRead<'a> {
+    filter: &'a LeafFilter,
+    kept: KeptRows,
+    /// The kept positions of the last batch.
+    positions: Vec<u32>,
+    verdicts: DictionaryVerdicts,
 }
 
 /// One Parquet file's read: where its columns go, in which types.
@@ -1450,6 +1520,32 @@ struct ParquetRead<'a> {
 }
 
 impl ParquetRead<'_> {
+    /// How each column's kept rows are gathered when the file is filtered:
+    /// the columns read from nowhere or by the filter only not at all (they
+    /// are nulls), those the query converts to timestamps converted as they
+    /// are gathered (see [`read_timestamps`], which then finds them
+    /// converted).
+    fn gather(&self) -> Vec<Gather> {
+        let converts = |i: usize| {
+            self.cfg
+                .timestamp_columns
+                .as_ref()
+                .is_some_and(|flags| flags.get(i).copied().unwrap_or(false))
+        };
+        self.mapping
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match m {
+                None => Gather::Absent,
+                Some(_) if !self.cfg.passes_on(i) => Gather::Absent,
+                Some(_) if converts(i) && is_strings(self.schema.field(i).data_type()) => {
+                    Gather::Timestamps
+                }
+                Some(_) => Gather::Copy,
+            })
+            .collect()
+    }
+
     /// The file's batches and the rows [`ParseConfig::row_filter`] dropped.
     fn decode<R: parquet::file::reader::ChunkReader + 'static>(
         &self,
@@ -1458,12 +1554,23 @@ impl ParquetRead<'_> {
     ) -> Result<(Vec<RecordBatch>, u64)> {
         let cfg = self.cfg;
         let mask = ProjectionMask::roots(builder.parquet_schema(), self.roots.iter().copied());
-        let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+        // A filtered file is decoded in small batches, each filtered while
+        // it is in cache, its kept rows gathered into full-size batches.
+        let mut filter = self.row_filter.map(|filter| FilteredRead {
+            filter,
+            kept: KeptRows::new(self.schema, &self.cfg.schema, BATCH_ROWS, &self.gather()),
+            positions: Vec::new(),
+            verdicts: DictionaryVerdicts::default(),
+        });
+        let batch_rows = match filter {
+            Some(_) => FILTERED_DECODE_ROWS,
+            None => BATCH_ROWS,
+        };
+        let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
         if let Some(rg) = row_groups {
             builder = builder.with_row_groups(rg);
         }
         let reader = builder.build()?;
-        let filter = self.row_filter;
         let mut filtered = 0u64;
         let mut out = Vec::new();
         for batch in reader {
@@ -1505,15 +1612,19 @@ impl ParquetRead<'_> {
                 cols,
                 &RecordBatchOptions::new().with_row_count(Some(rows)),
             )?;
-            let Some(f) = filter else {
+            let Some(f) = filter.as_mut() else {
                 out.push(batch);
                 continue;
             };
             // Each decoded batch is filtered at once: the rows the query
             // drops are never gathered into the micro-batch.
-            let (kept, dropped) = filter_rows(cfg, self.path, f, batch)?;
-            filtered += dropped;
-            out.extend(kept);
+            let mask = filter_mask(cfg, self.path, f.filter, &batch, &mut f.verdicts)?;
+            kept_positions(&mask, &mut f.positions);
+            filtered += (rows - f.positions.len()) as u64;
+            f.kept.push(&batch, &f.positions)?;
+        }
+        if let Some(f) = filter {
+            out = f.kept.finish()?;
         }
         Ok((out, filtered))
     }

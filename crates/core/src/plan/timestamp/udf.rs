@@ -186,20 +186,39 @@ pub(crate) fn leaf_to_timestamp(
     }
     let out = match array.as_any_dictionary_opt() {
         Some(dictionary) => {
-            let values = dictionary.values();
-            let parsed = match &cache.last {
-                Some((v, parsed)) if Arc::ptr_eq(v, values) => parsed.clone(),
-                _ => {
-                    let parsed: ArrayRef = Arc::new(convert(values, pattern)?);
-                    cache.last = Some((values.clone(), parsed.clone()));
-                    parsed
-                }
-            };
+            let parsed = dictionary_timestamps(dictionary.values(), pattern, cache)?;
             arrow::compute::take(parsed.as_ref(), dictionary.keys(), None)?
         }
         None => Arc::new(convert(array, pattern)?),
     };
     Ok(out)
+}
+
+/// The timestamps of a dictionary's string `values` (as
+/// [`leaf_to_timestamp`] converts them), parsed once per dictionary and
+/// kept in `cache` for the next batches sharing it.
+pub(crate) fn dictionary_timestamps(
+    values: &ArrayRef,
+    pattern: Option<&SparkPattern>,
+    cache: &mut DictionaryTimestamps,
+) -> DFResult<ArrayRef> {
+    Ok(match &cache.last {
+        Some((v, parsed)) if same_dictionary_values(v, values) => parsed.clone(),
+        _ => {
+            let parsed: ArrayRef = Arc::new(convert(values, pattern)?);
+            cache.last = Some((values.clone(), parsed.clone()));
+            parsed
+        }
+    })
+}
+
+/// Whether two dictionaries' values are the same values in the same
+/// memory: the same array, or arrays over the same buffers. A Parquet
+/// reader gives each batch of a column chunk the chunk's dictionary as a
+/// new array over the same buffers, so the caches keyed by a dictionary's
+/// values (here, the reader's filter, its kept rows) compare them so.
+pub(crate) fn same_dictionary_values(a: &ArrayRef, b: &ArrayRef) -> bool {
+    Arc::ptr_eq(a, b) || a.to_data().ptr_eq(&b.to_data())
 }
 
 /// The timestamps of the last dictionary [`leaf_to_timestamp`] parsed (the
