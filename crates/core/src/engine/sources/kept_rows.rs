@@ -17,8 +17,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     downcast_primitive, new_empty_array, Array, ArrayRef, ArrowPrimitiveType, AsArray,
-    BooleanArray, BooleanBufferBuilder, DictionaryArray, PrimitiveArray, TimestampMicrosecondArray,
-    UInt32Array,
+    BooleanArray, BooleanBufferBuilder, DictionaryArray, PrimitiveArray, UInt32Array,
 };
 use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::compute::{concat, take};
@@ -82,9 +81,12 @@ impl KeptRows {
                         data_type: declared_type(i).unwrap_or_else(|| f.data_type().clone()),
                     }),
                     Gather::Timestamps => Box::new(KeptTimestamps {
-                        target,
-                        values: Vec::new(),
-                        validity: Validity::default(),
+                        gathered: KeptPrimitive {
+                            data_type: timestamp_type(),
+                            target,
+                            values: Vec::new(),
+                            validity: Validity::default(),
+                        },
                         cache: DictionaryTimestamps::default(),
                     }),
                 }
@@ -402,57 +404,47 @@ impl KeptColumn for KeptDictionary {
 
 /// Strings converted to timestamps as they are gathered.
 struct KeptTimestamps {
-    target: usize,
-    values: Vec<i64>,
-    validity: Validity,
+    gathered: KeptPrimitive<TimestampMicrosecondType>,
     /// The last dictionary's values, parsed.
     cache: DictionaryTimestamps,
 }
 
 impl KeptColumn for KeptTimestamps {
     fn push(&mut self, array: &ArrayRef, rows: &[u32]) -> Result<(), ArrowError> {
-        if self.values.capacity() == 0 {
-            self.values.reserve(self.target);
-        }
-        let converted = match array.as_dictionary_opt::<Int32Type>() {
-            // Each kept row takes its key's timestamp: null where its key
-            // is null or its string is no timestamp.
-            Some(dictionary) => {
-                let parsed = dictionary_timestamps(dictionary.values(), None, &mut self.cache)
-                    .map_err(|e| ArrowError::ComputeError(e.to_string()))?;
-                let parsed = parsed.as_primitive::<TimestampMicrosecondType>();
-                let (keys, values) = (dictionary.keys(), parsed.values());
-                // A valid dictionary array's keys are in bounds.
-                let key = |r: u32| keys.values()[r as usize] as usize;
-                if keys.null_count() == 0 && parsed.null_count() == 0 {
-                    self.values.extend(rows.iter().map(|&r| values[key(r)]));
-                    self.validity.push(None, rows);
-                } else {
-                    let mut valid = Vec::with_capacity(rows.len());
-                    for &r in rows {
-                        let ok = keys.is_valid(r as usize) && parsed.is_valid(key(r));
-                        valid.push(ok);
-                        self.values.push(if ok { values[key(r)] } else { 0 });
-                    }
-                    self.validity.push_bits(&valid);
-                }
-                return Ok(());
-            }
-            None => leaf_to_timestamp(array, None, &mut self.cache)
-                .map_err(|e| ArrowError::ComputeError(e.to_string()))?,
+        let Some(dictionary) = array.as_dictionary_opt::<Int32Type>() else {
+            let converted = leaf_to_timestamp(array, None, &mut self.cache)
+                .map_err(|e| ArrowError::ComputeError(e.to_string()))?;
+            return self.gathered.push(&converted, rows);
         };
-        let converted = converted.as_primitive::<TimestampMicrosecondType>();
-        let values = converted.values();
-        self.values.extend(rows.iter().map(|&r| values[r as usize]));
-        self.validity.push(converted.nulls(), rows);
+        // Each kept row takes its key's timestamp: null where its key is
+        // null or its string is no timestamp.
+        let parsed = dictionary_timestamps(dictionary.values(), None, &mut self.cache)
+            .map_err(|e| ArrowError::ComputeError(e.to_string()))?;
+        let parsed = parsed.as_primitive::<TimestampMicrosecondType>();
+        let (keys, values) = (dictionary.keys(), parsed.values());
+        // A valid dictionary array's keys are in bounds.
+        let key = |r: u32| keys.values()[r as usize] as usize;
+        let out = &mut self.gathered;
+        if out.values.capacity() == 0 {
+            out.values.reserve(out.target);
+        }
+        if keys.null_count() == 0 && parsed.null_count() == 0 {
+            out.values.extend(rows.iter().map(|&r| values[key(r)]));
+            out.validity.push(None, rows);
+        } else {
+            let mut valid = Vec::with_capacity(rows.len());
+            for &r in rows {
+                let ok = keys.is_valid(r as usize) && parsed.is_valid(key(r));
+                valid.push(ok);
+                out.values.push(if ok { values[key(r)] } else { 0 });
+            }
+            out.validity.push_bits(&valid);
+        }
         Ok(())
     }
 
-    fn finish(&mut self, _rows: usize) -> Result<ArrayRef, ArrowError> {
-        let values = ScalarBuffer::from(std::mem::take(&mut self.values));
-        let array = TimestampMicrosecondArray::try_new(values, self.validity.finish())?
-            .with_data_type(timestamp_type());
-        Ok(Arc::new(array))
+    fn finish(&mut self, rows: usize) -> Result<ArrayRef, ArrowError> {
+        self.gathered.finish(rows)
     }
 }
 

@@ -29,7 +29,7 @@ use super::kept_rows::{kept_positions, Gather, KeptRows};
 use super::null_columns::null_column;
 use super::parquet_chunks::ChunkPlan;
 use crate::engine::exec::batches::retyped;
-use crate::engine::exec::dictionary_ids::string_dictionary_type;
+use crate::engine::exec::dictionary_ids::{is_string_dictionary, string_dictionary_type};
 use crate::engine::leaf_filter::{DictionaryVerdicts, LeafFilter};
 use crate::error::{Error, Result};
 use crate::plan::timestamp::udf::{leaf_to_timestamp, timestamp_type, DictionaryTimestamps};
@@ -1492,7 +1492,7 @@ fn is_strings(data_type: &DataType) -> bool {
     matches!(
         data_type,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    ) || *data_type == string_dictionary_type()
+    ) || is_string_dictionary(data_type)
 }
 
 /// The filter of one Parquet file's read, and the rows it keeps so far.
