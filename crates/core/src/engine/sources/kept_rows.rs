@@ -251,6 +251,14 @@ fn mismatch(expected: &DataType, array: &ArrayRef) -> ArrowError {
     ))
 }
 
+/// Room for `target` values in `values` when it has none (a batch being
+/// filled holds `target` rows but the last).
+fn reserve_once<T>(values: &mut Vec<T>, target: usize) {
+    if values.capacity() == 0 {
+        values.reserve(target);
+    }
+}
+
 /// The validity of a column's pending rows: none while every row is valid.
 #[derive(Default)]
 struct Validity {
@@ -318,9 +326,7 @@ impl<T: ArrowPrimitiveType> KeptColumn for KeptPrimitive<T> {
         let array = array
             .as_primitive_opt::<T>()
             .ok_or_else(|| mismatch(&self.data_type, array))?;
-        if self.values.capacity() == 0 {
-            self.values.reserve(self.target);
-        }
+        reserve_once(&mut self.values, self.target);
         let values = array.values();
         self.values.extend(rows.iter().map(|&r| values[r as usize]));
         self.validity.push(array.nulls(), rows);
@@ -369,9 +375,7 @@ impl KeptColumn for KeptDictionary {
             Some(_) => {}
             None => self.values = Some(dictionary.values().clone()),
         }
-        if self.keys.capacity() == 0 {
-            self.keys.reserve(self.target);
-        }
+        reserve_once(&mut self.keys, self.target);
         let keys = dictionary.keys().values();
         self.keys.extend(rows.iter().map(|&r| keys[r as usize]));
         self.validity.push(dictionary.nulls(), rows);
@@ -425,9 +429,7 @@ impl KeptColumn for KeptTimestamps {
         // A valid dictionary array's keys are in bounds.
         let key = |r: u32| keys.values()[r as usize] as usize;
         let out = &mut self.gathered;
-        if out.values.capacity() == 0 {
-            out.values.reserve(out.target);
-        }
+        reserve_once(&mut out.values, out.target);
         if keys.null_count() == 0 && parsed.null_count() == 0 {
             out.values.extend(rows.iter().map(|&r| values[key(r)]));
             out.validity.push(None, rows);
