@@ -12,7 +12,8 @@
 //! query shape), [`exec`] (a flow's plan over one batch, with its stateful operators),
 //! [`state`] (the versioned state store of a stateful operator), [`runtime`] (the
 //! query loop, triggers, the pipeline run), [`quality`] (expectations applied
-//! to each batch's rows) and [`progress`] (per-batch progress and the event log).
+//! to each batch's rows), [`progress`] (per-batch progress and the event log)
+//! and [`release`] (a finished batch's memory freed off the query loop).
 
 pub mod cdc;
 pub mod checkpoint;
@@ -25,6 +26,7 @@ pub mod leaf_filter;
 pub mod metrics;
 pub mod progress;
 pub mod quality;
+pub mod release;
 pub mod run_view;
 pub mod runtime;
 pub mod sink;

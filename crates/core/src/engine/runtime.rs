@@ -1162,7 +1162,8 @@ impl StreamingQuery {
         let wal_done = Instant::now();
         durations.wal_commit = ms(wal_done - started) - latest_offset_ms;
 
-        // Read.
+        // Read, once the last batch's rows are freed (see `release`).
+        crate::engine::release::settle();
         let (inputs, sources, input_rows) = self.read_inputs(&ends)?;
         let read_done = Instant::now();
         durations.get_batch = ms(read_done - wal_done);

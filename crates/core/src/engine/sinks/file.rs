@@ -409,6 +409,9 @@ impl Sink for FileSink {
             let mut statuses = Vec::new();
             for (rel, part) in self.partition(batches)? {
                 statuses.extend(self.write_partition(&rel, &part, &job, &mut written)?);
+                // The rows are written: their memory is freed while the
+                // batch commits.
+                crate::engine::release::release_later(part);
             }
             for s in &mut statuses {
                 s.pipelines = Some(PipelinesTag {

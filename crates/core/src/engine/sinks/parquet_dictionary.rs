@@ -59,6 +59,11 @@ const GROUP: usize = 8;
 /// parquet's own encoder does).
 const MAX_GROUPS_PER_RUN: usize = 63;
 
+/// A page's smallest and largest values are found by marking the ids it
+/// holds when the dictionary has at most this many times fewer entries
+/// than a page may have rows.
+const PRESENT_SCAN_RATIO: usize = 4;
+
 /// Shortest repetition written as an RLE run rather than bit-packed.
 const MIN_RLE_RUN: usize = 8;
 
@@ -810,6 +815,37 @@ fn min_max_by_key<'k, K: Ord + Copy + 'k>(
     Ok((min.1, max.1))
 }
 
+/// The ids of the smallest and the largest key among `ids` (`(NULL_ID,
+/// NULL_ID)` when empty), for a dictionary whose entries have distinct keys:
+/// each row marks its id in `seen` with `page` (a store per row, no
+/// comparison), then the marked ids are compared once each. Cheaper than
+/// [`min_max_by_key`] when the dictionary (`seen.len()`) is much smaller than
+/// `ids`.
+fn min_max_present<'k, K: Ord + Copy + 'k>(
+    ids: &[u32],
+    page: u32,
+    seen: &mut [u32],
+    key: impl Fn(usize) -> Option<&'k K>,
+) -> Result<(u32, u32)> {
+    let out_of_range = || ParquetError::General("internal error: id out of range".into());
+    for &id in ids {
+        *seen.get_mut(id as usize).ok_or_else(out_of_range)? = page;
+    }
+    let mut min_max: Option<((K, u32), (K, u32))> = None;
+    for (id, _) in seen.iter().enumerate().filter(|(_, &p)| p == page) {
+        let k = *key(id).ok_or_else(out_of_range)?;
+        let id = id as u32;
+        min_max = Some(match min_max {
+            None => ((k, id), (k, id)),
+            Some((min, max)) => (
+                if k < min.0 { (k, id) } else { min },
+                if k > max.0 { (k, id) } else { max },
+            ),
+        });
+    }
+    Ok(min_max.map_or((NULL_ID, NULL_ID), |(min, max)| (min.1, max.1)))
+}
+
 /// `ids` as the range of ids they are when consecutive, first to last.
 fn consecutive(ids: &[u32]) -> Option<std::ops::Range<usize>> {
     let (&first, &last) = (ids.first()?, ids.last()?);
@@ -878,10 +914,15 @@ fn write_chunk(
         DictValues::Int64(_) => Vec::new(),
     };
     let byte_array = !value_len.is_empty();
-    // Unranked strings: the page each id was last seen in (its value
-    // compared once per page).
+    // The page each id was last seen in: unranked strings compare each
+    // distinct value once per page; with a dictionary much smaller than a
+    // page, the page's smallest and largest are found among the ids it
+    // marked (see `min_max_present`).
     let mut seen_in_page = match (&merged.values, &rank) {
         (DictValues::Bytes(_), None) => vec![u32::MAX; dict_len],
+        _ if dict_len.saturating_mul(PRESENT_SCAN_RATIO) <= config.page_rows => {
+            vec![u32::MAX; dict_len]
+        }
         _ => Vec::new(),
     };
     let out_of_range = || ParquetError::General("internal error: id out of range".into());
@@ -996,8 +1037,18 @@ fn write_chunk(
         };
         let (min_id, max_id) = match (&merged.values, &rank, plain_values) {
             (_, _, Some((first, values))) => min_max_ids(first, values),
-            (DictValues::Int64(values), _, None) => min_max_by_key(indices, |id| values.get(id))?,
-            (DictValues::Bytes(_), Some(rank), None) => min_max_by_key(indices, |id| rank.get(id))?,
+            (DictValues::Int64(values), _, None) if seen_in_page.is_empty() => {
+                min_max_by_key(indices, |id| values.get(id))?
+            }
+            (DictValues::Bytes(_), Some(rank), None) if seen_in_page.is_empty() => {
+                min_max_by_key(indices, |id| rank.get(id))?
+            }
+            (DictValues::Int64(values), _, None) => {
+                min_max_present(indices, page_number, &mut seen_in_page, |id| values.get(id))?
+            }
+            (DictValues::Bytes(_), Some(rank), None) => {
+                min_max_present(indices, page_number, &mut seen_in_page, |id| rank.get(id))?
+            }
             (DictValues::Bytes(_), None, None) => {
                 // Each distinct id's value compared once per page.
                 let mut min_max = (NULL_ID, NULL_ID);
@@ -1254,6 +1305,10 @@ fn encode_hybrid(values: &[u32], width: u8, out: &mut Vec<u8>) {
     let mut literal = 0usize;
     let mut i = 0usize;
     while i < values.len() {
+        i = skip_short_runs(values, i);
+        if i >= values.len() {
+            break;
+        }
         let v = values[i];
         let mut j = i + 1;
         while j < values.len() && values[j] == v {
@@ -1271,6 +1326,28 @@ fn encode_hybrid(values: &[u32], width: u8, out: &mut Vec<u8>) {
         i = j;
     }
     write_bit_packed(&values[literal..], width, out);
+}
+
+/// The first position from `from` on where a repetition of at least
+/// [`MIN_RLE_RUN`] values may start: positions are skipped eight at a time
+/// while none of them equals the value seven places on (a run that starts
+/// at a skipped position is shorter than [`MIN_RLE_RUN`], and so is what is
+/// left of it at the position returned). Values change often in most
+/// columns; this compares them with no branch per value.
+fn skip_short_runs(values: &[u32], from: usize) -> usize {
+    const SPAN: usize = MIN_RLE_RUN - 1;
+    let mut i = from;
+    while let Some(window) = values.get(i..i + GROUP + SPAN) {
+        let repeats = window[..GROUP]
+            .iter()
+            .zip(&window[SPAN..])
+            .fold(false, |any, (a, b)| any | (a == b));
+        if repeats {
+            break;
+        }
+        i += GROUP;
+    }
+    i
 }
 
 /// Writes an unsigned LEB128 varint.
@@ -2474,6 +2551,71 @@ mod tests {
                 assert_eq!(ours, theirs, "width {width}, {n} values");
             }
         }
+    }
+
+    /// The hybrid encoder before runs were skipped eight values at a time:
+    /// every maximal repetition looked at in turn.
+    fn reference_hybrid(values: &[u32], width: u8, out: &mut Vec<u8>) {
+        if values.is_empty() {
+            return;
+        }
+        if width == 0 {
+            write_rle_run(0, values.len(), width, out);
+            return;
+        }
+        let mut literal = 0usize;
+        let mut i = 0usize;
+        while i < values.len() {
+            let v = values[i];
+            let mut j = i + 1;
+            while j < values.len() && values[j] == v {
+                j += 1;
+            }
+            let pad = (GROUP - (i - literal) % GROUP) % GROUP;
+            if j - i >= pad + MIN_RLE_RUN {
+                let run_start = i + pad;
+                write_bit_packed(&values[literal..run_start], width, out);
+                write_rle_run(v, j - run_start, width, out);
+                literal = j;
+            }
+            i = j;
+        }
+        write_bit_packed(&values[literal..], width, out);
+    }
+
+    proptest::proptest! {
+        /// Skipping short runs changes no byte: runs of 1 to 24 equal
+        /// values (around the RLE threshold of 8 and the group of 8), of
+        /// few or many distinct values.
+        #[test]
+        fn skipping_short_runs_encodes_as_every_run_looked_at(
+            runs in proptest::collection::vec((0u32..6, 1usize..25), 0..300),
+            spread in proptest::prop_oneof![proptest::strategy::Just(1u32), proptest::strategy::Just(1000u32)],
+        ) {
+            let values: Vec<u32> = runs
+                .iter()
+                .flat_map(|&(v, n)| std::iter::repeat_n(v * spread, n))
+                .collect();
+            let width = bit_width(u64::from(values.iter().copied().max().unwrap_or(0)));
+            let (mut ours, mut theirs) = (vec![1u8], vec![1u8]);
+            encode_hybrid(&values, width, &mut ours);
+            reference_hybrid(&values, width, &mut theirs);
+            proptest::prop_assert_eq!(ours, theirs);
+        }
+    }
+
+    #[test]
+    fn skipping_short_runs_stops_where_a_long_run_may_start() {
+        // No value equals the one seven places on: all skipped but the
+        // last 14 (too few to compare a group of eight).
+        let alternating: Vec<u32> = (0..40).map(|i| i % 2).collect();
+        assert_eq!(skip_short_runs(&alternating, 0), 32);
+        // A run of eight starting at 13: the group holding it is not skipped.
+        let mut values: Vec<u32> = (0..40).collect();
+        values[13..21].fill(99);
+        assert_eq!(skip_short_runs(&values, 0), 8);
+        assert_eq!(skip_short_runs(&values, 16), 32);
+        assert_eq!(skip_short_runs(&[], 0), 0);
     }
 
     #[test]
