@@ -19,7 +19,7 @@ type Garbage = Box<dyn Send>;
 
 /// The channel to the releasing thread; `None` when it could not start
 /// (values are then dropped where they are released).
-static RELEASER: OnceLock<Option<Mutex<Sender<Garbage>>>> = OnceLock::new();
+static RELEASER: OnceLock<Option<Sender<Garbage>>> = OnceLock::new();
 
 /// Values handed over and not dropped yet, and the signal that the count
 /// reached zero.
@@ -63,17 +63,13 @@ pub fn release_later<T: Send + 'static>(value: T) {
                 }
             })
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| tx)
     });
     let Some(sender) = sender else {
         return drop(value);
     };
     count(1);
-    let sent = sender
-        .lock()
-        .map_err(|_| ())
-        .and_then(|tx| tx.send(Box::new(value)).map_err(|_| ()));
-    if sent.is_err() {
+    if sender.send(Box::new(value)).is_err() {
         // The thread is gone: the value came back in the error and was
         // dropped with it, here.
         count(-1);

@@ -815,6 +815,22 @@ fn min_max_by_key<'k, K: Ord + Copy + 'k>(
     Ok((min.1, max.1))
 }
 
+/// The ids of page `page`'s smallest and largest key among `ids`: by
+/// [`min_max_present`] when `seen` was allocated for it (a small
+/// dictionary), else by [`min_max_by_key`].
+fn page_min_max<'k, K: Ord + Copy + 'k>(
+    ids: &[u32],
+    page: u32,
+    seen: &mut [u32],
+    key: impl Fn(usize) -> Option<&'k K>,
+) -> Result<(u32, u32)> {
+    if seen.is_empty() {
+        min_max_by_key(ids, key)
+    } else {
+        min_max_present(ids, page, seen, key)
+    }
+}
+
 /// The ids of the smallest and the largest key among `ids` (`(NULL_ID,
 /// NULL_ID)` when empty), for a dictionary whose entries have distinct keys:
 /// each row marks its id in `seen` with `page` (a store per row, no
@@ -1037,17 +1053,11 @@ fn write_chunk(
         };
         let (min_id, max_id) = match (&merged.values, &rank, plain_values) {
             (_, _, Some((first, values))) => min_max_ids(first, values),
-            (DictValues::Int64(values), _, None) if seen_in_page.is_empty() => {
-                min_max_by_key(indices, |id| values.get(id))?
-            }
-            (DictValues::Bytes(_), Some(rank), None) if seen_in_page.is_empty() => {
-                min_max_by_key(indices, |id| rank.get(id))?
-            }
             (DictValues::Int64(values), _, None) => {
-                min_max_present(indices, page_number, &mut seen_in_page, |id| values.get(id))?
+                page_min_max(indices, page_number, &mut seen_in_page, |id| values.get(id))?
             }
             (DictValues::Bytes(_), Some(rank), None) => {
-                min_max_present(indices, page_number, &mut seen_in_page, |id| rank.get(id))?
+                page_min_max(indices, page_number, &mut seen_in_page, |id| rank.get(id))?
             }
             (DictValues::Bytes(_), None, None) => {
                 // Each distinct id's value compared once per page.
